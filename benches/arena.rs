@@ -1,0 +1,2 @@
+//! `arena` benches (in progress).
+fn main() {}

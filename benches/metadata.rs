@@ -1,0 +1,2 @@
+//! `metadata` benches (in progress).
+fn main() {}

@@ -1,0 +1,2 @@
+//! `stats` benches (in progress).
+fn main() {}

@@ -1,0 +1,2 @@
+//! `tenant` benches (in progress).
+fn main() {}

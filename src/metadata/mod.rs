@@ -1,0 +1,1 @@
+//! `metadata` (in progress).

@@ -1,0 +1,1 @@
+//! `tenant` (in progress).

@@ -1,0 +1,128 @@
+//! Shared test, example and bench support: a small gRPC echo service.
+//!
+//! The generated code in `echo_pb.rs` is checked in (regenerate it with
+//! `cargo run` in `tools/regen-echo`, which uses a vendored protoc), so
+//! neither users nor CI need protoc, and the library gains no build script.
+//!
+//! Include it from a test with `mod support;`, and from an example or a
+//! bench with `#[path = "../tests/support/mod.rs"] mod support;`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The generated messages, client and server of `echo.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    include!("echo_pb.rs");
+}
+
+pub use pb::echo_client::EchoClient;
+pub use pb::echo_server::{Echo, EchoServer};
+pub use pb::{EchoRequest, EchoResponse};
+
+/// A boxed response stream, as the server-streaming and bidi methods return.
+pub type ResponseStream = Pin<Box<dyn Stream<Item = Result<EchoResponse, Status>> + Send>>;
+
+/// Binds `127.0.0.1:0` and returns the bound address and the incoming
+/// connection stream to hand to `Server::serve_with_incoming`.
+pub async fn bind() -> (SocketAddr, TcpListenerStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    (addr, TcpListenerStream::new(listener))
+}
+
+/// An endpoint for `addr` (plain HTTP/2 over TCP).
+pub fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint::from_shared(format!("http://{addr}")).expect("valid endpoint uri")
+}
+
+/// Connects a `Channel` to `addr`.
+pub async fn connect(addr: SocketAddr) -> Channel {
+    endpoint(addr).connect().await.expect("connect to test server")
+}
+
+/// Starts the plain [`EchoService`] with no layers and returns its address.
+pub async fn spawn_echo() -> SocketAddr {
+    let (addr, incoming) = bind().await;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(EchoServer::new(EchoService))
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// The plain echo service:
+/// - unary: returns the request's message;
+/// - server streaming: one response per whitespace-separated word;
+/// - client streaming: the messages joined with a single space;
+/// - bidi: one response per request, same message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EchoService;
+
+#[tonic::async_trait]
+impl Echo for EchoService {
+    async fn unary_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        Ok(Response::new(EchoResponse {
+            message: request.into_inner().message,
+        }))
+    }
+
+    type ServerStreamingEchoStream = ResponseStream;
+
+    async fn server_streaming_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<Self::ServerStreamingEchoStream>, Status> {
+        let words: Vec<Result<EchoResponse, Status>> = request
+            .into_inner()
+            .message
+            .split_whitespace()
+            .map(|word| {
+                Ok(EchoResponse {
+                    message: word.to_owned(),
+                })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(words))))
+    }
+
+    async fn client_streaming_echo(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut words = Vec::new();
+        while let Some(message) = stream.next().await {
+            words.push(message?.message);
+        }
+        Ok(Response::new(EchoResponse {
+            message: words.join(" "),
+        }))
+    }
+
+    type BidirectionalStreamingEchoStream = ResponseStream;
+
+    async fn bidirectional_streaming_echo(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<Self::BidirectionalStreamingEchoStream>, Status> {
+        let stream = request.into_inner().map(|message| {
+            message.map(|m| EchoResponse {
+                message: m.message,
+            })
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
