@@ -1,0 +1,95 @@
+//! Shared by the tenant allocation test and bench: request headers built the
+//! way h2 decodes them off the wire, and a per-thread counting allocator.
+#![allow(dead_code, unreachable_pub)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// The nine other metadata keys of a typical request (the Cortex write-up
+/// benchmarks 10 keys in all).
+const OTHER_METADATA: [(&str, &str); 9] = [
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+    ("user-agent", "grpc-go/1.74.2"),
+    ("grpc-accept-encoding", "identity,deflate,gzip"),
+    ("grpc-timeout", "4999870u"),
+    (
+        "traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    ),
+    ("x-request-id", "5f1b9a2c-3e4d-4c1a-9f0e-7d2b6a8c4e11"),
+    ("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig"),
+    ("x-forwarded-for", "10.1.2.3"),
+];
+
+/// Ten metadata entries, `x-scope-orgid: org_id` among them, each name and
+/// value built as h2's HPACK decoder builds them
+/// (`HeaderName::from_lowercase`, `HeaderValue::from_bytes`): every value
+/// is a promotable `Bytes` whose first clone allocates.
+pub fn wire_headers(org_id: &str) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(16);
+    let entries = OTHER_METADATA[..4]
+        .iter()
+        .copied()
+        .chain([("x-scope-orgid", org_id)])
+        .chain(OTHER_METADATA[4..].iter().copied());
+    for (name, value) in entries {
+        let name = HeaderName::from_lowercase(name.as_bytes()).expect("valid name");
+        let value = HeaderValue::from_bytes(value.as_bytes()).expect("valid value");
+        headers.append(name, value);
+    }
+    headers
+}
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts allocations (and reallocations) made on the current thread.
+/// Install it with `#[global_allocator]` in the binary that uses
+/// [`allocations`].
+#[derive(Debug)]
+pub struct CountingAllocator;
+
+fn count_one() {
+    // `try_with`: no counting while the thread's locals are torn down.
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged, so `System`'s guarantees carry over; the counter is a
+// thread-local `Cell` with no destructor and does not allocate.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: as above; `ptr` came from this allocator, i.e. `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Runs `f` and returns how many allocations it made on this thread, and
+/// its result (dropped by the caller, outside the count).
+pub fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let result = f();
+    (ALLOCATIONS.with(Cell::get) - before, result)
+}
