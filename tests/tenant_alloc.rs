@@ -3,15 +3,16 @@
 mod tenant_support;
 
 use std::convert::Infallible;
-use std::future::{Ready, ready};
+use std::future::ready;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use http::{HeaderMap, Request, Response};
-use tenant_support::{CountingAllocator, allocations, wire_headers};
+use http::{Request, Response};
+use tenant_support::{
+    CountingAllocator, HandedBack, allocations, call, no_op, tonic_request, wire_headers,
+};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
-use tonic::transport::server::TcpConnectInfo;
 use tonic_hotpath::tenant::{self, INLINE_CAPACITY, RequireOrgIdLayer};
 use tower::{Layer, Service, service_fn};
 
@@ -80,40 +81,14 @@ fn the_alternatives_cost_more() {
     assert!(count >= 10, "{count}");
 }
 
-type NoOp = tower::util::ServiceFn<fn(Request<Body>) -> Ready<Result<Response<Body>, Infallible>>>;
-
-fn no_op() -> NoOp {
-    service_fn(|_| ready(Ok(Response::new(Body::empty()))))
-}
-
-/// A request as tonic hands it to user layers: wire-built headers, and the
-/// connection info tonic inserts into the extensions beforehand.
-fn tonic_request(headers: HeaderMap) -> Request<Body> {
-    let mut request = Request::new(Body::empty());
-    *request.headers_mut() = headers;
-    request.extensions_mut().insert(TcpConnectInfo {
-        local_addr: None,
-        remote_addr: None,
-    });
-    request
-}
-
-/// Allocations of one call through `service`, request set-up excluded.
-fn call_allocations<S>(service: &mut S, request: Request<Body>) -> (usize, Response<Body>)
+/// Allocations of one call of `service` (request set-up excluded).
+fn allocations_of_call<S>(service: &mut S) -> (usize, Response<HandedBack>)
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response<HandedBack>, Error = Infallible>,
 {
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(service.poll_ready(&mut cx).is_ready());
-    let (count, response) = allocations(|| {
-        let future = pin!(service.call(request));
-        match future.poll(&mut cx) {
-            Poll::Ready(Ok(response)) => response,
-            Poll::Ready(Err(never)) => match never {},
-            Poll::Pending => panic!("the no-op service is always ready"),
-        }
-    });
-    (count, response)
+    let request = tonic_request("team-a");
+    let (count, response) = allocations(|| call(service, request));
+    (count, response.expect("a no-op call is ready at once"))
 }
 
 #[test]
@@ -124,12 +99,11 @@ fn the_server_layer_adds_at_most_one_allocation_per_request() {
         .allow_multi_tenant(true)
         .layer(no_op());
     for _ in 0..3 {
-        let (without, _) = call_allocations(&mut bare, tonic_request(wire_headers("team-a")));
-        let (with, response) =
-            call_allocations(&mut layered, tonic_request(wire_headers("team-a")));
+        let (without, _) = allocations_of_call(&mut bare);
+        let (with, response) = allocations_of_call(&mut layered);
         assert!(response.headers().get("grpc-status").is_none());
         assert!(with <= without + 1, "layer: {with}, bare: {without}");
-        let (with, _) = call_allocations(&mut multi, tonic_request(wire_headers("team-a")));
+        let (with, _) = allocations_of_call(&mut multi);
         assert!(with <= without + 1, "multi layer: {with}, bare: {without}");
     }
 }
@@ -141,11 +115,10 @@ fn the_server_layer_rejects_in_process_without_calling_the_service() {
             "the inner service must not be called",
         )))
     }));
+    let mut request = tonic_request("team-a");
+    request.headers_mut().remove(tenant::ORG_ID_HEADER);
     let mut cx = Context::from_waker(Waker::noop());
-    let mut headers = wire_headers("team-a");
-    headers.remove(tenant::ORG_ID_HEADER);
-    let future = pin!(layered.call(tonic_request(headers)));
-    let Poll::Ready(Ok(response)) = future.poll(&mut cx) else {
+    let Poll::Ready(Ok(response)) = pin!(layered.call(request)).poll(&mut cx) else {
         panic!("expected an immediate gRPC error response");
     };
     assert_eq!(response.headers()["grpc-status"], "16"); // UNAUTHENTICATED

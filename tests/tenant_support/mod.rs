@@ -1,11 +1,20 @@
 //! Shared by the tenant allocation test and bench: request headers built the
-//! way h2 decodes them off the wire, and a per-thread counting allocator.
+//! way h2 decodes them off the wire, requests as tonic hands them to a user
+//! layer, an always-ready no-op service, and a per-thread counting allocator.
 #![allow(dead_code, unreachable_pub)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::convert::Infallible;
+use std::future::{Ready, ready};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use tonic::body::Body;
+use tonic::transport::server::TcpConnectInfo;
+use tower::Service;
+use tower::util::ServiceFn;
 
 /// The nine other metadata keys of a typical request (the Cortex write-up
 /// benchmarks 10 keys in all).
@@ -41,6 +50,45 @@ pub fn wire_headers(org_id: &str) -> HeaderMap {
         headers.append(name, value);
     }
     headers
+}
+
+/// A request as tonic hands it to user layers: wire-built headers with
+/// `x-scope-orgid: org_id`, and the connection info tonic has already put
+/// into the extensions (so the extension map exists, as in a real server).
+pub fn tonic_request(org_id: &str) -> Request<Body> {
+    let mut request = Request::new(Body::empty());
+    *request.headers_mut() = wire_headers(org_id);
+    request.extensions_mut().insert(TcpConnectInfo {
+        local_addr: None,
+        remote_addr: None,
+    });
+    request
+}
+
+/// The no-op service's response body: the request it was given, handed
+/// back so that dropping it is not part of a measured call.
+pub type HandedBack = Option<Request<Body>>;
+
+/// An always-ready service that does nothing but answer.
+pub type NoOp = ServiceFn<fn(Request<Body>) -> Ready<Result<Response<HandedBack>, Infallible>>>;
+
+/// See [`NoOp`].
+pub fn no_op() -> NoOp {
+    tower::service_fn(|request| ready(Ok(Response::new(Some(request)))))
+}
+
+/// One call through an always-ready service, polled once; `None` if it
+/// was not ready at once.
+pub fn call<S, B>(service: &mut S, request: Request<Body>) -> Option<Response<B>>
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(service.call(request)).poll(&mut cx) {
+        Poll::Ready(Ok(response)) => Some(response),
+        Poll::Ready(Err(never)) => match never {},
+        Poll::Pending => None,
+    }
 }
 
 thread_local! {
