@@ -128,30 +128,47 @@ async fn unary(client: &mut EchoClient<Channel>, org_ids: &[&str]) -> Result<Str
         .message)
 }
 
+/// A call with `org_ids` fails with `code` and exactly `message`.
+async fn assert_refused(
+    client: &mut EchoClient<Channel>,
+    org_ids: &[&str],
+    code: Code,
+    message: &str,
+) {
+    let status = unary(client, org_ids).await.unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (code, message),
+        "{org_ids:?}"
+    );
+}
+
 #[tokio::test]
 async fn missing_org_id_is_unauthenticated_and_the_handler_never_runs() {
     let (mut client, calls) = setup(RequireOrgIdLayer::new()).await;
-    let status = unary(&mut client, &[]).await.unwrap_err();
-    assert_eq!(status.code(), Code::Unauthenticated);
-    assert_eq!(
-        status.message(),
-        "no org id: the x-scope-orgid header is missing"
-    );
+    assert_refused(
+        &mut client,
+        &[],
+        Code::Unauthenticated,
+        "no org id: the x-scope-orgid header is missing",
+    )
+    .await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
 async fn two_headers_are_refused() {
     let (mut client, calls) = setup(RequireOrgIdLayer::new()).await;
-    let status = unary(&mut client, &["a", "b"]).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    assert_eq!(
-        status.message(),
-        "2 x-scope-orgid headers, exactly one is allowed"
-    );
+    assert_refused(
+        &mut client,
+        &["a", "b"],
+        Code::InvalidArgument,
+        "2 x-scope-orgid headers, exactly one is allowed",
+    )
+    .await;
     // Two equal values are still two headers.
-    let status = unary(&mut client, &["a", "a"]).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
+    let two = "2 x-scope-orgid headers, exactly one is allowed";
+    assert_refused(&mut client, &["a", "a"], Code::InvalidArgument, two).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
@@ -168,9 +185,7 @@ async fn invalid_org_ids_are_invalid_argument_with_a_precise_message() {
         ("__markers__", "org id '__markers__' is reserved"),
     ];
     for (id, message) in cases {
-        let status = unary(&mut client, &[id]).await.unwrap_err();
-        assert_eq!(status.code(), Code::InvalidArgument, "{id:?}");
-        assert_eq!(status.message(), message, "{id:?}");
+        assert_refused(&mut client, &[id], Code::InvalidArgument, message).await;
     }
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
@@ -220,26 +235,28 @@ async fn multi_tenant_ids_are_normalised_when_allowed() {
     assert_eq!(unary(&mut client, &["a|b|a"]).await.unwrap(), "a|b");
     assert_eq!(unary(&mut client, &["b|a|c"]).await.unwrap(), "a|b|c");
     assert_eq!(unary(&mut client, &["solo"]).await.unwrap(), "solo");
-    let status = unary(&mut client, &["a||b"]).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    assert_eq!(status.message(), "org id is empty at byte 2");
-    let status = unary(&mut client, &["a|b c"]).await.unwrap_err();
-    assert_eq!(
-        status.message(),
-        "org id has unsupported character ' ' at byte 3"
-    );
+    assert_refused(
+        &mut client,
+        &["a||b"],
+        Code::InvalidArgument,
+        "org id is empty at byte 2",
+    )
+    .await;
+    let space = "org id has unsupported character ' ' at byte 3";
+    assert_refused(&mut client, &["a|b c"], Code::InvalidArgument, space).await;
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]
 async fn multi_tenant_ids_are_refused_by_default() {
     let (mut client, calls) = setup(RequireOrgIdLayer::new()).await;
-    let status = unary(&mut client, &["a|b|a"]).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    assert_eq!(
-        status.message(),
-        "org id names several tenants ('|' at byte 1), one is required"
-    );
+    assert_refused(
+        &mut client,
+        &["a|b|a"],
+        Code::InvalidArgument,
+        "org id names several tenants ('|' at byte 1), one is required",
+    )
+    .await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 

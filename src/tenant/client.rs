@@ -2,14 +2,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use http::HeaderValue;
 use pin_project_lite::pin_project;
-use tonic::Status;
 use tower::{BoxError, Layer, Service};
 
 use super::error::InjectError;
+use super::future::InnerOrRejected;
 use super::inject::inject_into_headers;
 use super::tenant_ids::TenantIds;
 
@@ -100,10 +100,8 @@ where
 
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
         let kind = match inject_into_headers(request.headers_mut(), &self.value) {
-            Ok(()) => Kind::Inner {
-                future: self.inner.call(request),
-            },
-            Err(error) => Kind::Rejected { error: Some(error) },
+            Ok(()) => InnerOrRejected::inner(self.inner.call(request)),
+            Err(error) => InnerOrRejected::rejected(error),
         };
         SetOrgIdFuture { kind }
     }
@@ -115,16 +113,7 @@ pin_project! {
     #[derive(Debug)]
     pub struct SetOrgIdFuture<F> {
         #[pin]
-        kind: Kind<F>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    #[derive(Debug)]
-    enum Kind<F> {
-        Inner { #[pin] future: F },
-        Rejected { error: Option<InjectError> },
+        kind: InnerOrRejected<F, InjectError>,
     }
 }
 
@@ -136,15 +125,9 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Inner { future } => future.poll(cx).map_err(Into::into),
-            KindProj::Rejected { error } => {
-                let status = error.take().map_or_else(
-                    || Status::internal("SetOrgIdFuture polled after completion"),
-                    Status::from,
-                );
-                Poll::Ready(Err(Box::new(status)))
-            }
+        match ready!(self.project().kind.poll_or_status(cx)) {
+            Ok(output) => Poll::Ready(output.map_err(Into::into)),
+            Err(status) => Poll::Ready(Err(Box::new(status))),
         }
     }
 }

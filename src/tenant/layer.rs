@@ -2,14 +2,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use tonic::Status;
 use tower::{Layer, Service};
 
 use super::error::OrgIdError;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
+use super::future::InnerOrRejected;
 use super::tenant_ids::TenantIds;
 
 /// Requires a valid `x-scope-orgid` on every request
@@ -111,13 +111,11 @@ where
             Ok(ids) => {
                 request.extensions_mut().insert(ids);
                 RequireOrgIdFuture {
-                    kind: Kind::Inner {
-                        future: self.inner.call(request),
-                    },
+                    kind: InnerOrRejected::inner(self.inner.call(request)),
                 }
             }
             Err(error) => RequireOrgIdFuture {
-                kind: Kind::Rejected { error: Some(error) },
+                kind: InnerOrRejected::rejected(error),
             },
         }
     }
@@ -129,16 +127,7 @@ pin_project! {
     #[derive(Debug)]
     pub struct RequireOrgIdFuture<F> {
         #[pin]
-        kind: Kind<F>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    #[derive(Debug)]
-    enum Kind<F> {
-        Inner { #[pin] future: F },
-        Rejected { error: Option<OrgIdError> },
+        kind: InnerOrRejected<F, OrgIdError>,
     }
 }
 
@@ -150,15 +139,9 @@ where
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Inner { future } => future.poll(cx),
-            KindProj::Rejected { error } => {
-                let status = error.take().map_or_else(
-                    || Status::internal("tenant RequireOrgIdFuture polled after completion"),
-                    Status::from,
-                );
-                Poll::Ready(Ok(status.into_http()))
-            }
+        match ready!(self.project().kind.poll_or_status(cx)) {
+            Ok(output) => Poll::Ready(output),
+            Err(status) => Poll::Ready(Ok(status.into_http())),
         }
     }
 }

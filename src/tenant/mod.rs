@@ -76,6 +76,7 @@
 mod client;
 mod error;
 mod extract;
+mod future;
 mod inject;
 mod layer;
 mod org_id;
