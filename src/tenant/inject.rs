@@ -16,9 +16,10 @@ use super::tenant_ids::TenantIds;
 /// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
 ///
 /// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
-/// `tonic::Request<T>` and `http::Request<B>`; other carriers of outgoing
-/// metadata implement [`InjectOrgId::inject_org_id_value`] (the other
-/// methods build on it).
+/// `tonic::Request<T>` and `http::Request<B>`. Another carrier of outgoing
+/// metadata (such as the [`metadata`](crate::metadata) module's chain)
+/// implements only [`InjectOrgId::inject_org_id_value`], following the same
+/// rules; the other methods build on it.
 ///
 /// ```
 /// use tonic_hotpath::tenant::{InjectOrgId, OrgId};

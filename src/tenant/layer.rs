@@ -17,7 +17,7 @@ use super::tenant_ids::TenantIds;
 ///
 /// - missing → `UNAUTHENTICATED`; several headers, an invalid id, or several
 ///   tenants while multi-tenant ids are refused → `INVALID_ARGUMENT`. Each is
-///   a trailers-only gRPC response ([`Status::into_http`]) and the inner
+///   a trailers-only gRPC response ([`Status::into_http`](tonic::Status::into_http)) and the inner
 ///   service is not called.
 /// - valid → the request's [`TenantIds`] go into its extensions; handlers
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
