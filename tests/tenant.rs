@@ -326,3 +326,20 @@ async fn client_layer_can_stamp_several_tenants() {
     assert_eq!(reply.into_inner().message, "a|b");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn exempt_services_reach_the_handler_without_an_org_id() {
+    let exempt = RequireOrgIdLayer::new().exempt_services(&["hotpath.echo.Echo"]);
+    let (mut client, calls) = setup(exempt).await;
+    // The handler runs, and finds no validated org id in its extensions.
+    let internal = "handler ran without a validated org id";
+    assert_refused(&mut client, &[], Code::Internal, internal).await;
+    assert_refused(&mut client, &["bad id"], Code::Internal, internal).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    let other = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
+    let (mut client, calls) = setup(other).await;
+    let missing = "no org id: the x-scope-orgid header is missing";
+    assert_refused(&mut client, &[], Code::Unauthenticated, missing).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}

@@ -23,18 +23,24 @@ use super::tenant_ids::TenantIds;
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
 ///
 /// Multi-tenant (federated `a|b`) ids are refused unless
-/// [`allow_multi_tenant`](Self::allow_multi_tenant) is set.
+/// [`allow_multi_tenant`](Self::allow_multi_tenant) is set. Services that
+/// must answer without an org id (health checks, reflection) can be
+/// [exempted](Self::exempt_services).
 ///
 /// ```
 /// use tonic_hotpath::tenant::RequireOrgIdLayer;
 ///
-/// let builder = tonic::transport::Server::builder()
-///     .layer(RequireOrgIdLayer::new().allow_multi_tenant(true));
+/// let builder = tonic::transport::Server::builder().layer(
+///     RequireOrgIdLayer::new()
+///         .allow_multi_tenant(true)
+///         .exempt_services(&["grpc.health.v1.Health"]),
+/// );
 /// # drop(builder);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequireOrgIdLayer {
     allow_multi_tenant: bool,
+    exempt_services: &'static [&'static str],
 }
 
 impl RequireOrgIdLayer {
@@ -48,6 +54,30 @@ impl RequireOrgIdLayer {
         self.allow_multi_tenant = allow;
         self
     }
+
+    /// gRPC services (full names, `package.Service`) whose calls pass
+    /// unchecked: no org id is required or read, and none is put into the
+    /// extensions. Matched on the request path `/package.Service/Method`.
+    pub fn exempt_services(mut self, services: &'static [&'static str]) -> Self {
+        self.exempt_services = services;
+        self
+    }
+
+    fn is_exempt(&self, path: &str) -> bool {
+        !self.exempt_services.is_empty()
+            && path
+                .strip_prefix('/')
+                .and_then(|path| path.split_once('/'))
+                .is_some_and(|(service, _)| self.exempt_services.contains(&service))
+    }
+
+    fn tenant_ids(&self, headers: &http::HeaderMap) -> Result<TenantIds, OrgIdError> {
+        if self.allow_multi_tenant {
+            extract_tenant_ids_from_headers(headers)
+        } else {
+            extract_owned_from_headers(headers).map(TenantIds::from)
+        }
+    }
 }
 
 impl<S> Layer<S> for RequireOrgIdLayer {
@@ -56,7 +86,7 @@ impl<S> Layer<S> for RequireOrgIdLayer {
     fn layer(&self, inner: S) -> Self::Service {
         RequireOrgId {
             inner,
-            allow_multi_tenant: self.allow_multi_tenant,
+            config: *self,
         }
     }
 }
@@ -65,7 +95,7 @@ impl<S> Layer<S> for RequireOrgIdLayer {
 #[derive(Debug, Clone)]
 pub struct RequireOrgId<S> {
     inner: S,
-    allow_multi_tenant: bool,
+    config: RequireOrgIdLayer,
 }
 
 impl<S> RequireOrgId<S> {
@@ -83,14 +113,6 @@ impl<S> RequireOrgId<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
-
-    fn tenant_ids(&self, headers: &http::HeaderMap) -> Result<TenantIds, OrgIdError> {
-        if self.allow_multi_tenant {
-            extract_tenant_ids_from_headers(headers)
-        } else {
-            extract_owned_from_headers(headers).map(TenantIds::from)
-        }
-    }
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for RequireOrgId<S>
@@ -107,16 +129,20 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
-        match self.tenant_ids(request.headers()) {
-            Ok(ids) => {
-                request.extensions_mut().insert(ids);
-                RequireOrgIdFuture {
-                    kind: InnerOrRejected::inner(self.inner.call(request)),
+        if !self.config.is_exempt(request.uri().path()) {
+            match self.config.tenant_ids(request.headers()) {
+                Ok(ids) => {
+                    request.extensions_mut().insert(ids);
+                }
+                Err(error) => {
+                    return RequireOrgIdFuture {
+                        kind: InnerOrRejected::rejected(error),
+                    };
                 }
             }
-            Err(error) => RequireOrgIdFuture {
-                kind: InnerOrRejected::rejected(error),
-            },
+        }
+        RequireOrgIdFuture {
+            kind: InnerOrRejected::inner(self.inner.call(request)),
         }
     }
 }
@@ -143,5 +169,22 @@ where
             Ok(output) => Poll::Ready(output),
             Err(status) => Poll::Ready(Ok(status.into_http())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exemption_matches_the_whole_service_name() {
+        let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
+        assert!(layer.is_exempt("/grpc.health.v1.Health/Check"));
+        assert!(layer.is_exempt("/grpc.health.v1.Health/Watch"));
+        assert!(!layer.is_exempt("/grpc.health.v1.HealthX/Check"));
+        assert!(!layer.is_exempt("/grpc.health.v1/Health/Check"));
+        assert!(!layer.is_exempt("/grpc.health.v1.Health"));
+        assert!(!layer.is_exempt("grpc.health.v1.Health/Check"));
+        assert!(!RequireOrgIdLayer::new().is_exempt("/grpc.health.v1.Health/Check"));
     }
 }
