@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use http::HeaderValue;
 use pin_project_lite::pin_project;
@@ -94,10 +94,12 @@ where
     type Error = BoxError;
     type Future = SetOrgIdFuture<S::Future>;
 
+    #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
         let kind = match inject_into_headers(request.headers_mut(), &self.value) {
             Ok(()) => InnerOrRejected::inner(self.inner.call(request)),
@@ -124,10 +126,13 @@ where
 {
     type Output = Result<T, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match ready!(self.project().kind.poll_or_status(cx)) {
-            Ok(output) => Poll::Ready(output.map_err(Into::into)),
-            Err(status) => Poll::Ready(Err(Box::new(status))),
-        }
+        let kind = self.project().kind;
+        kind.poll_with(
+            cx,
+            |output| output.map_err(Into::into),
+            |status| Err(BoxError::from(status)),
+        )
     }
 }

@@ -19,25 +19,37 @@ pin_project! {
 }
 
 impl<F: Future, E: Into<Status>> InnerOrRejected<F, E> {
+    #[inline]
     pub(crate) fn inner(future: F) -> Self {
         Self::Inner { future }
     }
 
+    #[inline]
     pub(crate) fn rejected(error: E) -> Self {
         Self::Rejected { error: Some(error) }
     }
 
-    /// Polls the inner future, or yields the rejection as a `Status`.
-    pub(crate) fn poll_or_status(
+    /// Polls the inner future and maps its output with `inner`, or answers
+    /// the rejection with `rejected` (the `Status` is built only then).
+    #[inline]
+    pub(crate) fn poll_with<O>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<F::Output, Status>> {
+        inner: impl FnOnce(F::Output) -> O,
+        rejected: impl FnOnce(Status) -> O,
+    ) -> Poll<O> {
         match self.project() {
-            InnerOrRejectedProj::Inner { future } => future.poll(cx).map(Ok),
-            InnerOrRejectedProj::Rejected { error } => Poll::Ready(Err(error.take().map_or_else(
-                || Status::internal("tonic_hotpath::tenant future polled after completion"),
-                Into::into,
-            ))),
+            InnerOrRejectedProj::Inner { future } => future.poll(cx).map(inner),
+            InnerOrRejectedProj::Rejected { error } => Poll::Ready(rejected(status(error.take()))),
         }
     }
+}
+
+/// The status answering a rejection; `None` means polled after completion.
+#[cold]
+fn status<E: Into<Status>>(error: Option<E>) -> Status {
+    error.map_or_else(
+        || Status::internal("tonic_hotpath::tenant future polled after completion"),
+        Into::into,
+    )
 }

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
@@ -63,6 +63,7 @@ impl RequireOrgIdLayer {
         self
     }
 
+    #[inline]
     fn is_exempt(&self, path: &str) -> bool {
         !self.exempt_services.is_empty()
             && path
@@ -71,6 +72,7 @@ impl RequireOrgIdLayer {
                 .is_some_and(|(service, _)| self.exempt_services.contains(&service))
     }
 
+    #[inline]
     fn tenant_ids(&self, headers: &http::HeaderMap) -> Result<TenantIds, OrgIdError> {
         if self.allow_multi_tenant {
             extract_tenant_ids_from_headers(headers)
@@ -124,10 +126,12 @@ where
     type Error = S::Error;
     type Future = RequireOrgIdFuture<S::Future>;
 
+    #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
+    #[inline]
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
         if !self.config.is_exempt(request.uri().path()) {
             match self.config.tenant_ids(request.headers()) {
@@ -164,11 +168,10 @@ where
 {
     type Output = F::Output;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match ready!(self.project().kind.poll_or_status(cx)) {
-            Ok(output) => Poll::Ready(output),
-            Err(status) => Poll::Ready(Ok(status.into_http())),
-        }
+        let kind = self.project().kind;
+        kind.poll_with(cx, |output| output, |status| Ok(status.into_http()))
     }
 }
 

@@ -109,6 +109,7 @@ impl TenantIds {
 }
 
 impl From<OrgId> for TenantIds {
+    #[inline]
     fn from(id: OrgId) -> Self {
         Self {
             repr: Repr::One(id),
