@@ -47,10 +47,20 @@ impl TenantIds {
 
     /// [`TenantIds::parse`] over raw header-value bytes.
     pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgId> {
-        if !value.contains(&TENANT_SEPARATOR) {
-            check_org_id(value, 0)?;
-            return Ok(Self::from(OrgId::from_checked(value)));
+        // The common single tenant is one pass; the first `|` is the first
+        // byte the single-id check refuses.
+        match check_org_id(value, 0) {
+            Ok(()) => Ok(Self::from(OrgId::from_checked(value))),
+            Err(InvalidOrgId::Character {
+                byte: TENANT_SEPARATOR,
+                ..
+            }) => Self::parse_several(value),
+            Err(invalid) => Err(invalid),
         }
+    }
+
+    /// Splits on `|`, validates each member, sorts and de-duplicates.
+    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgId> {
         let mut ids = Vec::new();
         let mut offset = 0;
         for member in value.split(|&b| b == TENANT_SEPARATOR) {
