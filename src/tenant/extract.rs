@@ -1,0 +1,196 @@
+//! Reading the org id from a request's `x-scope-orgid` header, borrowed.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tonic::metadata::MetadataMap;
+
+use super::error::{InvalidOrgId, OrgIdError};
+use super::org_id::OrgId;
+use super::tenant_ids::TenantIds;
+use super::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
+
+/// The org-id header, lower case as HTTP/2 carries it (Cortex
+/// `user.lowerOrgIDHeaderName`).
+pub const ORG_ID_HEADER: &str = "x-scope-orgid";
+
+/// The header name, built once at compile time so a lookup hashes it
+/// without parsing a string.
+pub(crate) static ORG_ID_HEADER_NAME: HeaderName = HeaderName::from_static(ORG_ID_HEADER);
+
+/// The single `x-scope-orgid` value: none is [`OrgIdError::Missing`],
+/// several is [`OrgIdError::TooManyHeaders`].
+#[inline]
+pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdError> {
+    let mut values = headers.get_all(&ORG_ID_HEADER_NAME).iter();
+    let first = values.next().ok_or(OrgIdError::Missing)?;
+    match values.count() {
+        0 => Ok(first),
+        more => Err(OrgIdError::TooManyHeaders { count: more + 1 }),
+    }
+}
+
+/// Validates one single-tenant value; a `|` is [`OrgIdError::MultipleTenants`].
+#[inline]
+fn check_single(value: &[u8]) -> Result<(), OrgIdError> {
+    check_org_id(value, 0).map_err(|invalid| match invalid {
+        InvalidOrgId::Character {
+            byte: TENANT_SEPARATOR,
+            position,
+        } => OrgIdError::MultipleTenants { position },
+        other => OrgIdError::Invalid(other),
+    })
+}
+
+/// The validated org id of a request, borrowed from its headers: no copy of
+/// the map, no copy of the value, no allocation.
+///
+/// Exactly one `x-scope-orgid` header naming exactly one tenant is accepted.
+///
+/// ```
+/// use http::HeaderMap;
+/// use tonic_hotpath::tenant::{self, OrgIdError};
+///
+/// let mut headers = HeaderMap::new();
+/// assert_eq!(tenant::extract_from_headers(&headers), Err(OrgIdError::Missing));
+/// headers.insert("x-scope-orgid", "team-a".parse().unwrap());
+/// assert_eq!(tenant::extract_from_headers(&headers), Ok("team-a"));
+/// headers.append("x-scope-orgid", "team-b".parse().unwrap());
+/// assert_eq!(
+///     tenant::extract_from_headers(&headers),
+///     Err(OrgIdError::TooManyHeaders { count: 2 })
+/// );
+/// ```
+#[inline]
+pub fn extract_from_headers(headers: &HeaderMap) -> Result<&str, OrgIdError> {
+    let value = single_value(headers)?.as_bytes();
+    check_single(value)?;
+    Ok(ascii_str(value, 0)?)
+}
+
+/// [`extract_from_headers`] over tonic metadata.
+///
+/// ```
+/// use tonic::metadata::MetadataMap;
+/// use tonic_hotpath::tenant;
+///
+/// let mut metadata = MetadataMap::new();
+/// metadata.insert("x-scope-orgid", "team-a".parse().unwrap());
+/// assert_eq!(tenant::extract(&metadata), Ok("team-a"));
+/// ```
+#[inline]
+pub fn extract(metadata: &MetadataMap) -> Result<&str, OrgIdError> {
+    extract_from_headers(metadata.as_ref())
+}
+
+/// The validated org id of a request as an owned [`OrgId`]. Ids up to
+/// [`INLINE_CAPACITY`](super::INLINE_CAPACITY) bytes are copied inline
+/// (no allocation); longer ones take one allocation.
+#[inline]
+pub fn extract_owned_from_headers(headers: &HeaderMap) -> Result<OrgId, OrgIdError> {
+    let value = single_value(headers)?.as_bytes();
+    check_single(value)?;
+    Ok(OrgId::from_checked(value))
+}
+
+/// [`extract_owned_from_headers`] over tonic metadata.
+#[inline]
+pub fn extract_owned(metadata: &MetadataMap) -> Result<OrgId, OrgIdError> {
+    extract_owned_from_headers(metadata.as_ref())
+}
+
+/// The tenants of a federated request (`x-scope-orgid: a|b|c`), validated,
+/// sorted and de-duplicated. A single tenant allocates nothing (up to
+/// [`INLINE_CAPACITY`](super::INLINE_CAPACITY) bytes).
+///
+/// ```
+/// use http::HeaderMap;
+/// use tonic_hotpath::tenant;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-scope-orgid", "b|a|b".parse().unwrap());
+/// let ids = tenant::extract_tenant_ids_from_headers(&headers).unwrap();
+/// assert_eq!(ids.as_slice(), ["a", "b"]);
+/// ```
+pub fn extract_tenant_ids_from_headers(headers: &HeaderMap) -> Result<TenantIds, OrgIdError> {
+    Ok(TenantIds::parse_bytes(single_value(headers)?.as_bytes())?)
+}
+
+/// [`extract_tenant_ids_from_headers`] over tonic metadata.
+pub fn extract_tenant_ids(metadata: &MetadataMap) -> Result<TenantIds, OrgIdError> {
+    extract_tenant_ids_from_headers(metadata.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&'static str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append(ORG_ID_HEADER, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    #[test]
+    fn exactly_one_value_is_required() {
+        assert_eq!(
+            extract_from_headers(&headers(&[])),
+            Err(OrgIdError::Missing)
+        );
+        assert_eq!(extract_from_headers(&headers(&["a"])), Ok("a"));
+        assert_eq!(
+            extract_owned_from_headers(&headers(&["a", "a", "b"])),
+            Err(OrgIdError::TooManyHeaders { count: 3 })
+        );
+        assert_eq!(
+            extract_tenant_ids_from_headers(&headers(&["a", "b"])),
+            Err(OrgIdError::TooManyHeaders { count: 2 })
+        );
+    }
+
+    #[test]
+    fn single_extraction_refuses_several_tenants_distinctly() {
+        let err = extract_from_headers(&headers(&["ab|c"])).unwrap_err();
+        assert_eq!(err, OrgIdError::MultipleTenants { position: 2 });
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        let ids = extract_tenant_ids_from_headers(&headers(&["ab|c"])).unwrap();
+        assert_eq!(ids.as_slice(), ["ab", "c"]);
+    }
+
+    #[test]
+    fn invalid_values_are_reported_with_their_rule() {
+        assert_eq!(
+            extract_from_headers(&headers(&[".."])),
+            Err(OrgIdError::Invalid(InvalidOrgId::DotSegment))
+        );
+        assert_eq!(
+            extract_from_headers(&headers(&[""])),
+            Err(OrgIdError::Invalid(InvalidOrgId::Empty { position: 0 }))
+        );
+        let err = extract_from_headers(&headers(&["a b"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "org id has unsupported character ' ' at byte 1"
+        );
+        assert_eq!(OrgIdError::Missing.code(), tonic::Code::Unauthenticated);
+    }
+
+    #[test]
+    fn non_ascii_bytes_are_named_in_the_error() {
+        let mut map = HeaderMap::new();
+        map.insert(ORG_ID_HEADER, HeaderValue::from_bytes(b"t\xe9").unwrap());
+        let err = extract_from_headers(&map).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "org id has unsupported character '\\xe9' at byte 1"
+        );
+    }
+
+    #[test]
+    fn metadata_and_headers_agree() {
+        let metadata = MetadataMap::from_headers(headers(&["t-1"]));
+        assert_eq!(extract(&metadata), Ok("t-1"));
+        assert_eq!(extract_owned(&metadata).unwrap(), "t-1");
+        assert_eq!(extract_tenant_ids(&metadata).unwrap().as_slice(), ["t-1"]);
+    }
+}

@@ -1,0 +1,143 @@
+//! Putting an org id into outgoing metadata, with Cortex's conflict rules.
+
+use http::{HeaderMap, HeaderValue};
+use tonic::metadata::MetadataMap;
+
+use super::error::InjectError;
+use super::extract::ORG_ID_HEADER_NAME;
+use super::org_id::OrgId;
+use super::tenant_ids::TenantIds;
+
+/// Something an org id can be injected into: outgoing metadata of a call.
+///
+/// As Cortex's `InjectIntoGRPCRequest`: if the target already carries the
+/// same id, nothing changes; a different id is
+/// [`InjectError::DifferentOrgIdPresent`]; several ids are
+/// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
+///
+/// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
+/// `tonic::Request<T>` and `http::Request<B>`. Another carrier of outgoing
+/// metadata (such as the [`metadata`](crate::metadata) module's chain)
+/// implements only [`InjectOrgId::inject_org_id_value`], following the same
+/// rules; the other methods build on it.
+///
+/// ```
+/// use tonic_hotpath::tenant::{InjectOrgId, OrgId};
+///
+/// let mut request = tonic::Request::new(());
+/// let id = OrgId::new("team-a")?;
+/// request.inject_org_id(&id)?;
+/// request.inject_org_id(&id)?; // the same id again is fine
+/// assert!(request.inject_org_id(&OrgId::new("team-b")?).is_err());
+/// assert_eq!(request.metadata().get("x-scope-orgid").unwrap(), "team-a");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait InjectOrgId {
+    /// Injects `value`, an `x-scope-orgid` value built from a validated
+    /// [`OrgId`] or [`TenantIds`] (see their `to_header_value`).
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError>;
+
+    /// Injects one org id.
+    fn inject_org_id(&mut self, id: &OrgId) -> Result<(), InjectError> {
+        self.inject_org_id_value(&id.to_header_value())
+    }
+
+    /// Injects a federated id (`a|b|c`).
+    fn inject_tenant_ids(&mut self, ids: &TenantIds) -> Result<(), InjectError> {
+        self.inject_org_id_value(&ids.to_header_value())
+    }
+}
+
+/// The rule shared by every target: insert if absent, accept the same
+/// value, refuse a different one or several.
+pub(crate) fn inject_into_headers(
+    headers: &mut HeaderMap,
+    value: &HeaderValue,
+) -> Result<(), InjectError> {
+    let mut present = headers.get_all(&ORG_ID_HEADER_NAME).iter();
+    match (present.next(), present.count()) {
+        (None, _) => {
+            headers.insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+            Ok(())
+        }
+        (Some(existing), 0) if existing == value => Ok(()),
+        (Some(existing), 0) => Err(InjectError::DifferentOrgIdPresent {
+            present: String::from_utf8_lossy(existing.as_bytes()).into_owned(),
+            injected: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        }),
+        (Some(_), more) => Err(InjectError::TooManyHeaders { count: more + 1 }),
+    }
+}
+
+impl InjectOrgId for HeaderMap {
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
+        inject_into_headers(self, value)
+    }
+}
+
+impl InjectOrgId for MetadataMap {
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
+        inject_into_headers(self.as_mut(), value)
+    }
+}
+
+impl<T> InjectOrgId for tonic::Request<T> {
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
+        self.metadata_mut().inject_org_id_value(value)
+    }
+}
+
+impl<B> InjectOrgId for http::Request<B> {
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
+        inject_into_headers(self.headers_mut(), value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_is_inserted_same_is_accepted_different_is_refused() {
+        let mut headers = HeaderMap::new();
+        let a = OrgId::new("a").unwrap();
+        headers.inject_org_id(&a).unwrap();
+        headers.inject_org_id(&a).unwrap();
+        assert_eq!(headers.get_all("x-scope-orgid").iter().count(), 1);
+        let err = headers
+            .inject_org_id(&OrgId::new("b").unwrap())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot inject org id 'b': a different org id 'a' is already present"
+        );
+        assert_eq!(headers.get("x-scope-orgid").unwrap(), "a");
+    }
+
+    #[test]
+    fn several_present_is_refused_even_if_one_matches() {
+        let mut metadata = MetadataMap::new();
+        metadata.append("x-scope-orgid", "a".parse().unwrap());
+        metadata.append("x-scope-orgid", "b".parse().unwrap());
+        let err = metadata
+            .inject_org_id(&OrgId::new("a").unwrap())
+            .unwrap_err();
+        assert_eq!(err, InjectError::TooManyHeaders { count: 2 });
+        assert_eq!(metadata.get_all("x-scope-orgid").iter().count(), 2);
+    }
+
+    #[test]
+    fn tenant_ids_are_injected_in_normal_form() {
+        let mut request = http::Request::new(());
+        let ids = TenantIds::parse("b|a").unwrap();
+        request.inject_tenant_ids(&ids).unwrap();
+        assert_eq!(request.headers().get("x-scope-orgid").unwrap(), "a|b");
+        request.inject_tenant_ids(&ids).unwrap();
+        let status = tonic::Status::from(
+            request
+                .inject_org_id(&OrgId::new("a").unwrap())
+                .unwrap_err(),
+        );
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    }
+}

@@ -1,0 +1,237 @@
+//! `OrgId`: an owned, validated org id that is cheap to clone.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+use super::error::InvalidOrgId;
+use super::validate::{ascii_str, check_org_id};
+
+/// Ids up to this many bytes are stored inline: making or cloning them
+/// allocates nothing. A UUID (36 bytes) fits.
+pub const INLINE_CAPACITY: usize = 38;
+
+/// An owned, validated org id (tenant id).
+///
+/// Ids up to [`INLINE_CAPACITY`] bytes live inline (no allocation to make or
+/// clone); longer ones share one `Arc<str>`. Comparison, ordering and
+/// hashing are those of the id's text, so a `HashSet<OrgId>` can be queried
+/// with a `&str`.
+///
+/// ```
+/// use tonic_hotpath::tenant::OrgId;
+///
+/// let id = OrgId::new("team-a")?;
+/// assert_eq!(id.as_str(), "team-a");
+/// assert_eq!(id.to_string(), "team-a");
+/// assert!(OrgId::new("team a").is_err());
+/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgId>(())
+/// ```
+#[derive(Clone)]
+pub struct OrgId {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_CAPACITY],
+    },
+    Shared(Arc<str>),
+}
+
+impl OrgId {
+    /// Validates `id` and makes an owned copy of it.
+    pub fn new(id: &str) -> Result<Self, InvalidOrgId> {
+        Self::from_bytes(id.as_bytes())
+    }
+
+    /// Validates `id` (for example a header value's bytes) and makes an owned
+    /// copy of it.
+    pub fn from_bytes(id: &[u8]) -> Result<Self, InvalidOrgId> {
+        check_org_id(id, 0)?;
+        Ok(Self::from_checked(id))
+    }
+
+    /// Makes an owned copy of an id that passed validation.
+    #[inline]
+    pub(crate) fn from_checked(id: &[u8]) -> Self {
+        let repr = match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= INLINE_CAPACITY => {
+                let mut bytes = [0; INLINE_CAPACITY];
+                bytes[..id.len()].copy_from_slice(id);
+                Repr::Inline { len, bytes }
+            }
+            // Validated bytes are ASCII, so the lossy conversion copies them
+            // unchanged.
+            _ => Repr::Shared(Arc::from(String::from_utf8_lossy(id))),
+        };
+        Self { repr }
+    }
+
+    /// The id's text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        match &self.repr {
+            // Always valid: the bytes passed the ASCII-only tenant rules.
+            Repr::Inline { len, bytes } => {
+                ascii_str(&bytes[..usize::from(*len)], 0).unwrap_or_default()
+            }
+            Repr::Shared(text) => text,
+        }
+    }
+
+    /// The id's bytes (ASCII).
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Shared(text) => text.as_bytes(),
+        }
+    }
+
+    /// The id as an `x-scope-orgid` header value (copies the bytes).
+    pub fn to_header_value(&self) -> HeaderValue {
+        header_value(self.as_bytes())
+    }
+}
+
+/// A header value from validated (visible ASCII) bytes.
+pub(crate) fn header_value(bytes: &[u8]) -> HeaderValue {
+    HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(bytes))
+        // Unreachable for validated ids; an empty value is refused on read.
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+impl fmt::Debug for OrgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OrgId").field(&self.as_str()).finish()
+    }
+}
+
+impl fmt::Display for OrgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl AsRef<str> for OrgId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for OrgId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for OrgId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for OrgId {}
+
+impl PartialEq<str> for OrgId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for OrgId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialOrd for OrgId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrgId {
+    /// Byte order, which for ASCII is the order of the text (Cortex sorts
+    /// tenant ids as strings).
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl Hash for OrgId {
+    /// Hashes like the id's `str`, as `Borrow<str>` requires.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl std::str::FromStr for OrgId {
+    type Err = InvalidOrgId;
+
+    fn from_str(id: &str) -> Result<Self, Self::Err> {
+        Self::new(id)
+    }
+}
+
+impl TryFrom<&str> for OrgId {
+    type Error = InvalidOrgId;
+
+    fn try_from(id: &str) -> Result<Self, Self::Error> {
+        Self::new(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn inline_and_shared_ids_behave_the_same() {
+        let short = "a".repeat(INLINE_CAPACITY);
+        let long = "a".repeat(INLINE_CAPACITY + 1);
+        let s = OrgId::new(&short).unwrap();
+        let l = OrgId::new(&long).unwrap();
+        assert!(matches!(s.repr, Repr::Inline { .. }));
+        assert!(matches!(l.repr, Repr::Shared(_)));
+        assert_eq!(s.as_str(), short);
+        assert_eq!(l.as_str(), long);
+        assert!(s < l);
+        assert_eq!(l.clone(), l);
+        let max = OrgId::new(&"z".repeat(150)).unwrap();
+        assert_eq!(max.as_bytes().len(), 150);
+    }
+
+    #[test]
+    fn hashing_matches_str_so_sets_can_be_queried_by_str() {
+        let set: HashSet<OrgId> = ["a", "b"].iter().map(|s| OrgId::new(s).unwrap()).collect();
+        assert!(set.contains("a"));
+        assert!(!set.contains("c"));
+        let long = "x".repeat(100);
+        let set: HashSet<OrgId> = [OrgId::new(&long).unwrap()].into_iter().collect();
+        assert!(set.contains(long.as_str()));
+    }
+
+    #[test]
+    fn invalid_ids_are_refused() {
+        assert!(OrgId::new("").is_err());
+        assert!(OrgId::new("a|b").is_err());
+        assert!(OrgId::new(".").is_err());
+        assert!("ok".parse::<OrgId>().is_ok());
+        assert_eq!(format!("{:?}", OrgId::new("t1").unwrap()), "OrgId(\"t1\")");
+    }
+
+    #[test]
+    fn header_value_round_trips() {
+        let id = OrgId::new("tenant-1").unwrap();
+        assert_eq!(id.to_header_value(), "tenant-1");
+    }
+}

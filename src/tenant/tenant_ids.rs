@@ -1,0 +1,223 @@
+//! `TenantIds`: the tenants of a federated `a|b|c` org id.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+use super::error::InvalidOrgId;
+use super::org_id::{OrgId, header_value};
+use super::validate::{TENANT_SEPARATOR, check_org_id};
+
+/// The tenants named by one `x-scope-orgid` value, validated, sorted and
+/// de-duplicated (Cortex's `NormalizeTenantIDs`).
+///
+/// A single tenant is stored without allocating; several share one
+/// `Arc<[OrgId]>`, so clones are cheap either way.
+///
+/// ```
+/// use tonic_hotpath::tenant::TenantIds;
+///
+/// let ids = TenantIds::parse("b|a|b")?;
+/// assert_eq!(ids.as_slice(), ["a", "b"]);
+/// assert_eq!(ids.to_string(), "a|b");
+///
+/// let err = TenantIds::parse("a||b").unwrap_err();
+/// assert_eq!(err.to_string(), "org id is empty at byte 2");
+/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgId>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TenantIds {
+    repr: Repr,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    One(OrgId),
+    Many(Arc<[OrgId]>),
+}
+
+impl TenantIds {
+    /// Parses `a|b|c`: splits on `|`, validates each member (an empty member
+    /// is an error), then sorts and de-duplicates. Error positions are byte
+    /// offsets in `value`.
+    pub fn parse(value: &str) -> Result<Self, InvalidOrgId> {
+        Self::parse_bytes(value.as_bytes())
+    }
+
+    /// [`TenantIds::parse`] over raw header-value bytes.
+    pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgId> {
+        // The common single tenant is one pass; the first `|` is the first
+        // byte the single-id check refuses.
+        match check_org_id(value, 0) {
+            Ok(()) => Ok(Self::from(OrgId::from_checked(value))),
+            Err(InvalidOrgId::Character {
+                byte: TENANT_SEPARATOR,
+                ..
+            }) => Self::parse_several(value),
+            Err(invalid) => Err(invalid),
+        }
+    }
+
+    /// Splits on `|`, validates each member, sorts and de-duplicates.
+    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgId> {
+        let mut ids = Vec::new();
+        let mut offset = 0;
+        for member in value.split(|&b| b == TENANT_SEPARATOR) {
+            check_org_id(member, offset)?;
+            ids.push(OrgId::from_checked(member));
+            offset += member.len() + 1;
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(match <[OrgId; 1]>::try_from(ids) {
+            Ok([one]) => Self::from(one),
+            Err(many) => Self {
+                repr: Repr::Many(many.into()),
+            },
+        })
+    }
+
+    /// The tenants, sorted, without duplicates; never empty.
+    pub fn as_slice(&self) -> &[OrgId] {
+        match &self.repr {
+            Repr::One(id) => std::slice::from_ref(id),
+            Repr::Many(ids) => ids,
+        }
+    }
+
+    /// The tenant, if there is exactly one.
+    pub fn single(&self) -> Option<&OrgId> {
+        match &self.repr {
+            Repr::One(id) => Some(id),
+            Repr::Many(_) => None,
+        }
+    }
+
+    /// How many tenants there are (at least one).
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Always false: a `TenantIds` names at least one tenant.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Iterates over the tenants in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, OrgId> {
+        self.as_slice().iter()
+    }
+
+    /// The tenants as one `x-scope-orgid` header value, `a|b|c`.
+    pub fn to_header_value(&self) -> HeaderValue {
+        match &self.repr {
+            Repr::One(id) => id.to_header_value(),
+            Repr::Many(_) => header_value(self.to_string().as_bytes()),
+        }
+    }
+}
+
+impl From<OrgId> for TenantIds {
+    #[inline]
+    fn from(id: OrgId) -> Self {
+        Self {
+            repr: Repr::One(id),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a TenantIds {
+    type Item = &'a OrgId;
+    type IntoIter = std::slice::Iter<'a, OrgId>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl std::ops::Deref for TenantIds {
+    type Target = [OrgId];
+
+    fn deref(&self) -> &[OrgId] {
+        self.as_slice()
+    }
+}
+
+impl fmt::Debug for TenantIds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(OrgId::as_str))
+            .finish()
+    }
+}
+
+impl fmt::Display for TenantIds {
+    /// The `a|b|c` form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, id) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str("|")?;
+            }
+            f.write_str(id.as_str())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_sorted_and_deduplicated() {
+        let ids = TenantIds::parse("c|a|b|a|c").unwrap();
+        assert_eq!(ids.as_slice(), ["a", "b", "c"]);
+        assert_eq!(ids.len(), 3);
+        assert!(ids.single().is_none());
+        assert_eq!(ids.to_header_value(), "a|b|c");
+    }
+
+    #[test]
+    fn duplicates_of_one_tenant_collapse_to_a_single_tenant() {
+        let ids = TenantIds::parse("a|a").unwrap();
+        assert_eq!(ids.single().unwrap(), "a");
+        assert_eq!(format!("{ids:?}"), "[\"a\"]");
+    }
+
+    #[test]
+    fn empty_members_are_errors_with_their_position() {
+        assert_eq!(
+            TenantIds::parse("a|").unwrap_err(),
+            InvalidOrgId::Empty { position: 2 }
+        );
+        assert_eq!(
+            TenantIds::parse("|a").unwrap_err(),
+            InvalidOrgId::Empty { position: 0 }
+        );
+        assert_eq!(
+            TenantIds::parse("").unwrap_err(),
+            InvalidOrgId::Empty { position: 0 }
+        );
+    }
+
+    #[test]
+    fn member_errors_report_positions_in_the_whole_value() {
+        assert_eq!(
+            TenantIds::parse("ab|c d").unwrap_err(),
+            InvalidOrgId::Character {
+                byte: b' ',
+                position: 4
+            }
+        );
+        assert_eq!(
+            TenantIds::parse("a|..").unwrap_err(),
+            InvalidOrgId::DotSegment
+        );
+        let long = format!("a|{}", "x".repeat(151));
+        assert_eq!(
+            TenantIds::parse(&long).unwrap_err(),
+            InvalidOrgId::TooLong { len: 151 }
+        );
+    }
+}

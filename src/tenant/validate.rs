@@ -1,0 +1,202 @@
+//! Cortex's tenant-id rules as one pass over the bytes of a header value.
+//!
+//! The rules (cortexproject/cortex `pkg/util/users/tenant.go`):
+//! - characters `a-z A-Z 0-9 ! - _ . * ' ( )`,
+//! - at most [`MAX_ORG_ID_LEN`] bytes,
+//! - not `.` or `..`,
+//! - not one of Cortex's reserved storage names ([`RESERVED_ORG_IDS`]).
+//!
+//! On top of Cortex, an empty id is refused: Cortex lets `""` through
+//! `ValidTenantID`, which turns `"a|"` into the tenants `["", "a"]`.
+
+use super::error::InvalidOrgId;
+
+/// The longest valid org id, in bytes (Cortex's `MaxTenantIDLength`).
+pub const MAX_ORG_ID_LEN: usize = 150;
+
+/// Ids Cortex refuses because they name objects in its block storage layout
+/// (`__markers__` directories, the `user-index.json.gz` bucket index). They
+/// are refused here too, so an id that passes this crate passes Cortex.
+pub const RESERVED_ORG_IDS: [&str; 2] = ["__markers__", "user-index.json.gz"];
+
+/// The separator between the tenants of a federated (multi-tenant) id.
+pub const TENANT_SEPARATOR: u8 = b'|';
+
+/// `ALLOWED[b]` is true when byte `b` may appear in an org id.
+static ALLOWED: [bool; 256] = allowed_table();
+
+const fn allowed_table() -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'!' | b'-' | b'_' | b'.' | b'*' | b'\'' | b'(' | b')');
+        b += 1;
+    }
+    table
+}
+
+/// Returns true when `byte` may appear in an org id.
+#[inline]
+pub fn is_allowed_byte(byte: u8) -> bool {
+    ALLOWED[usize::from(byte)]
+}
+
+/// Checks one org id against every rule. `offset` is where `id` starts in
+/// the header value it came from, so errors report positions in that value.
+#[inline]
+pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
+    if let Some(position) = id.iter().position(|&b| !is_allowed_byte(b)) {
+        return Err(InvalidOrgId::Character {
+            byte: id[position],
+            position: offset + position,
+        });
+    }
+    check_shape(id, offset)
+}
+
+/// The rules that look at the whole id rather than at each byte.
+#[inline]
+fn check_shape(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
+    match id {
+        [] => Err(InvalidOrgId::Empty { position: offset }),
+        b"." | b".." => Err(InvalidOrgId::DotSegment),
+        _ if id.len() > MAX_ORG_ID_LEN => Err(InvalidOrgId::TooLong { len: id.len() }),
+        _ => match RESERVED_ORG_IDS.iter().find(|r| r.as_bytes() == id) {
+            Some(reserved) => Err(InvalidOrgId::Reserved { name: reserved }),
+            None => Ok(()),
+        },
+    }
+}
+
+/// Validates a single org id and returns it as `&str`.
+///
+/// The rule pass proves every byte is ASCII, so the conversion to `&str`
+/// that follows cannot fail; it runs std's word-at-a-time ASCII fast path
+/// (this module has no `unsafe` to skip it).
+///
+/// ```
+/// use tonic_hotpath::tenant::validate_org_id;
+///
+/// assert_eq!(validate_org_id(b"team-a").unwrap(), "team-a");
+/// let err = validate_org_id(b"team a").unwrap_err();
+/// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
+/// ```
+pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgId> {
+    check_org_id(id, 0)?;
+    ascii_str(id, 0)
+}
+
+/// Converts validated (hence ASCII) bytes to `&str`. The error arm is
+/// unreachable after [`check_org_id`]; it still maps to an error value
+/// rather than a panic.
+#[inline]
+pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgId> {
+    std::str::from_utf8(id).map_err(|e| {
+        let position = e.valid_up_to();
+        InvalidOrgId::Character {
+            byte: id[position],
+            position: offset + position,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(id: &[u8]) -> InvalidOrgId {
+        check_org_id(id, 0).unwrap_err()
+    }
+
+    #[test]
+    fn every_allowed_character_passes_alone_and_in_an_id() {
+        let allowed = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!-_.*'()";
+        for c in allowed.bytes() {
+            assert!(is_allowed_byte(c), "{}", c as char);
+            let id = [b'x', c, b'y'];
+            assert_eq!(validate_org_id(&id).unwrap().as_bytes(), id);
+        }
+        assert_eq!(validate_org_id(allowed.as_bytes()).unwrap(), allowed);
+    }
+
+    #[test]
+    fn exactly_the_allowed_characters_pass() {
+        let allowed = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!-_.*'()";
+        let count = (0..=255u8).filter(|&b| is_allowed_byte(b)).count();
+        assert_eq!(count, allowed.len());
+        for b in 0..=255u8 {
+            assert_eq!(is_allowed_byte(b), allowed.as_bytes().contains(&b), "{b}");
+        }
+    }
+
+    #[test]
+    fn neighbours_of_allowed_ranges_are_refused() {
+        // Just outside 0-9, A-Z, a-z, and the punctuation between them.
+        for b in [
+            b'/', b':', b'@', b'[', b'`', b'{', b' ', b'"', b'#', b'$', b'%', b'&', b'+', b',',
+            b';', b'<', b'=', b'>', b'?', b'\\', b']', b'^', b'|', b'}', b'~', b'\t', 0, 0x7f,
+            0x80, 0xff,
+        ] {
+            assert_eq!(
+                err(&[b'a', b]),
+                InvalidOrgId::Character {
+                    byte: b,
+                    position: 1
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn length_boundary_is_150_bytes() {
+        let ok = vec![b'a'; MAX_ORG_ID_LEN];
+        assert!(check_org_id(&ok, 0).is_ok());
+        let long = vec![b'a'; MAX_ORG_ID_LEN + 1];
+        assert_eq!(err(&long), InvalidOrgId::TooLong { len: 151 });
+        assert_eq!(
+            err(&long).to_string(),
+            "org id is 151 bytes long, the limit is 150"
+        );
+    }
+
+    #[test]
+    fn dot_segments_are_refused_but_dots_inside_ids_are_fine() {
+        assert_eq!(err(b"."), InvalidOrgId::DotSegment);
+        assert_eq!(err(b".."), InvalidOrgId::DotSegment);
+        for ok in [&b"..."[..], b".a", b"a.", b"a..b"] {
+            assert!(check_org_id(ok, 0).is_ok());
+        }
+    }
+
+    #[test]
+    fn empty_and_reserved_ids_are_refused() {
+        assert_eq!(err(b""), InvalidOrgId::Empty { position: 0 });
+        assert_eq!(
+            err(b"__markers__"),
+            InvalidOrgId::Reserved {
+                name: "__markers__"
+            }
+        );
+        assert_eq!(
+            err(b"user-index.json.gz"),
+            InvalidOrgId::Reserved {
+                name: "user-index.json.gz"
+            }
+        );
+        assert!(check_org_id(b"__markers__x", 0).is_ok());
+        assert!(check_org_id(b"user-index.json", 0).is_ok());
+    }
+
+    #[test]
+    fn positions_include_the_offset_and_name_the_first_bad_byte() {
+        assert_eq!(
+            check_org_id(b"ab%c$", 7).unwrap_err(),
+            InvalidOrgId::Character {
+                byte: b'%',
+                position: 9
+            }
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Allocation counts of org-id extraction and of the server layer, on
+//! headers built the way h2 decodes them off the wire (counting allocator).
+mod tenant_support;
+
+use std::convert::Infallible;
+use std::future::ready;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use http::{Request, Response};
+use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
+use tonic::body::Body;
+use tonic::metadata::MetadataMap;
+use tonic_hotpath::tenant::{self, INLINE_CAPACITY, RequireOrgIdLayer};
+use tower::{Layer, Service, service_fn};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn metadata(org_id: &str) -> MetadataMap {
+    MetadataMap::from_headers(wire_headers(org_id))
+}
+
+#[test]
+fn borrowed_extraction_allocates_nothing() {
+    for id in ["team-a", &"x".repeat(150)] {
+        let md = metadata(id);
+        let (count, got) = allocations(|| tenant::extract(&md).map(str::len));
+        assert_eq!(got, Ok(id.len()));
+        assert_eq!(count, 0, "{} bytes", id.len());
+    }
+}
+
+#[test]
+fn owned_extraction_of_ids_up_to_the_inline_capacity_allocates_nothing() {
+    let uuid = "5f1b9a2c-3e4d-4c1a-9f0e-7d2b6a8c4e11";
+    let longest_inline = "y".repeat(INLINE_CAPACITY);
+    for id in ["team-a", uuid, &longest_inline] {
+        let md = metadata(id);
+        let (count, owned) = allocations(|| tenant::extract_owned(&md));
+        assert_eq!(owned.unwrap(), id);
+        assert_eq!(count, 0, "{id}");
+    }
+}
+
+#[test]
+fn owned_extraction_of_longer_ids_allocates_once_and_clones_for_free() {
+    let long = "z".repeat(INLINE_CAPACITY + 1);
+    let md = metadata(&long);
+    let (count, owned) = allocations(|| tenant::extract_owned(&md));
+    let owned = owned.unwrap();
+    assert_eq!(count, 1);
+    let (count, clone) = allocations(|| owned.clone());
+    assert_eq!((count, clone), (0, owned));
+}
+
+#[test]
+fn single_tenant_ids_allocate_nothing_several_do() {
+    let md = metadata("solo");
+    let (count, ids) = allocations(|| tenant::extract_tenant_ids(&md));
+    assert_eq!(ids.unwrap().as_slice(), ["solo"]);
+    assert_eq!(count, 0);
+    let md = metadata("b|a|b");
+    let (count, ids) = allocations(|| tenant::extract_tenant_ids(&md));
+    assert_eq!(ids.unwrap().as_slice(), ["a", "b"]);
+    assert!(count > 0);
+}
+
+#[test]
+fn the_alternatives_cost_more() {
+    // Sharing the header's bytes instead of copying inline: the first clone
+    // of a wire-decoded value allocates the shared header.
+    let md = metadata("team-a");
+    let (count, _value) = allocations(|| md.get(tenant::ORG_ID_HEADER).cloned());
+    assert_eq!(count, 1);
+    // The full copy (Cortex before its fix): several allocations.
+    let md = metadata("team-a");
+    let (count, _copy) = allocations(|| md.clone());
+    assert!(count >= 10, "{count}");
+}
+
+/// Allocations of one call of `service` (request set-up excluded).
+fn allocations_of_call<S>(service: &mut S) -> (usize, Response<Body>)
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    let request = tonic_request("team-a");
+    let (count, response) = allocations(|| call(service, request));
+    (count, response.expect("a no-op call is ready at once"))
+}
+
+#[test]
+fn the_server_layer_adds_at_most_one_allocation_per_request() {
+    let no_op = NoOp::new();
+    let mut bare = no_op.clone();
+    let mut layered = RequireOrgIdLayer::new().layer(no_op.clone());
+    let mut multi = RequireOrgIdLayer::new()
+        .allow_multi_tenant(true)
+        .layer(no_op.clone());
+    for _ in 0..3 {
+        let (without, _) = allocations_of_call(&mut bare);
+        let (with, response) = allocations_of_call(&mut layered);
+        assert!(response.headers().get("grpc-status").is_none());
+        assert!(with <= without + 1, "layer: {with}, bare: {without}");
+        let (with, _) = allocations_of_call(&mut multi);
+        assert!(with <= without + 1, "multi layer: {with}, bare: {without}");
+        no_op.clear();
+    }
+}
+
+#[test]
+fn the_server_layer_rejects_in_process_without_calling_the_service() {
+    let mut layered = RequireOrgIdLayer::new().layer(service_fn(|_: Request<Body>| {
+        ready(Err::<Response<Body>, _>(std::io::Error::other(
+            "the inner service must not be called",
+        )))
+    }));
+    let mut request = tonic_request("team-a");
+    request.headers_mut().remove(tenant::ORG_ID_HEADER);
+    let mut cx = Context::from_waker(Waker::noop());
+    let Poll::Ready(Ok(response)) = pin!(layered.call(request)).poll(&mut cx) else {
+        panic!("expected an immediate gRPC error response");
+    };
+    assert_eq!(response.headers()["grpc-status"], "16"); // UNAUTHENTICATED
+    assert_eq!(response.headers()["content-type"], "application/grpc");
+}
