@@ -27,7 +27,9 @@
 //! Keys follow gRPC's rules (`0-9 a-z - _ .`, upper case lowered, `-bin`
 //! keys carry base64-encoded binary values); headers tonic manages
 //! (`te`, `content-type`, `grpc-status`, ...) are refused. The chain's size,
-//! counted like HTTP/2's header-list size, is capped (16 KiB by default).
+//! counted like HTTP/2's header-list size, is capped (15 KiB by default, so
+//! that it fits a default server's 16 KiB header list with tonic's own
+//! headers).
 //!
 //! ```
 //! use tonic_hotpath::metadata::OutgoingMetadata;
@@ -63,8 +65,13 @@ pub use key::MetadataEntry;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
 pub use scope::OutgoingMetadataExt;
 
-/// Default cap on a chain's size: 16 KiB, gRPC's default header-list limit.
-pub const DEFAULT_SIZE_LIMIT: usize = 16 * 1024;
+/// Default cap on a chain's size: 15 KiB, i.e. the 16 KiB header list a
+/// default tonic (hyper/h2) server accepts, minus 1 KiB for what tonic and
+/// HTTP/2 add to every request (`:path`, `:authority`, `te`,
+/// `content-type`, `user-agent`, `grpc-timeout`, ...). A chain at this limit
+/// still reaches a default server; at a full 16 KiB the server answers
+/// HTTP 431.
+pub const DEFAULT_SIZE_LIMIT: usize = 15 * 1024;
 
 /// Most entries a chain may hold, whatever its size limit: well inside what
 /// one `http::HeaderMap` can take (about 24 000 entries), so writing a chain
