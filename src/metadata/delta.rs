@@ -26,8 +26,9 @@ pub struct MetadataDelta {
 
 /// What one node adds.
 pub(crate) enum DeltaEntries {
-    /// A base map; always the oldest node of its chain.
-    Base(HeaderMap),
+    /// A base map; always the oldest node of its chain. Boxed so that the
+    /// common one-pair node stays small.
+    Base(Box<HeaderMap>),
     /// One appended pair (the common case: one allocation per append).
     One([(HeaderName, HeaderValue); 1]),
     /// Several pairs appended as one node, in order.
@@ -119,6 +120,12 @@ impl Drop for MetadataDelta {
     fn drop(&mut self) {
         let mut next = self.parent.take();
         while let Some(node) = next {
+            // Fast path: a parent shared with a fork or a live handle just
+            // loses one reference. (A racing drop that makes it unique
+            // after this check runs this same loop from that node.)
+            if Arc::strong_count(&node) > 1 {
+                break;
+            }
             match Arc::try_unwrap(node) {
                 Ok(mut owned) => next = owned.parent.take(),
                 Err(_shared) => break,

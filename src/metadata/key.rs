@@ -70,6 +70,25 @@ struct CheckedKey {
     has_upper: bool,
 }
 
+const INVALID: u8 = 1;
+const UPPER: u8 = 2;
+
+/// Per byte: 0 for `0-9 a-z - _ .`, [`UPPER`] for `A-Z`, else [`INVALID`].
+const KEY_BYTE_CLASS: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        if b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'-' || b == b'_' || b == b'.' {
+            table[byte] = 0;
+        } else if b.is_ascii_uppercase() {
+            table[byte] = UPPER;
+        }
+        byte += 1;
+    }
+    table
+};
+
 fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
     if key.is_empty() {
         return Err(MetadataError::EmptyKey);
@@ -80,20 +99,22 @@ fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
             max: MAX_KEY_LEN,
         });
     }
-    let mut has_upper = false;
-    for (index, &byte) in key.iter().enumerate() {
-        match byte {
-            b'0'..=b'9' | b'a'..=b'z' | b'-' | b'_' | b'.' => {}
-            b'A'..=b'Z' => has_upper = true,
-            _ => {
-                return Err(MetadataError::InvalidKeyByte {
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    byte,
-                    index,
-                });
-            }
-        }
+    let mut classes = 0u8;
+    for &byte in key {
+        classes |= KEY_BYTE_CLASS[usize::from(byte)];
     }
+    if classes & INVALID != 0 {
+        let index = key
+            .iter()
+            .position(|&byte| KEY_BYTE_CLASS[usize::from(byte)] & INVALID != 0)
+            .unwrap_or(0);
+        return Err(MetadataError::InvalidKeyByte {
+            key: String::from_utf8_lossy(key).into_owned(),
+            byte: key[index],
+            index,
+        });
+    }
+    let has_upper = classes & UPPER != 0;
     if is_reserved(key) {
         return Err(MetadataError::ReservedKey { key: lowered(key) });
     }

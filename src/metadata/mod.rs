@@ -145,7 +145,7 @@ impl OutgoingMetadata {
             .map(|(name, value)| key::entry_size(name, value))
             .sum();
         self.check_growth(0, 0, headers.len(), size)?;
-        let node = MetadataDelta::new(None, DeltaEntries::Base(headers), size);
+        let node = MetadataDelta::new(None, DeltaEntries::Base(Box::new(headers)), size);
         Ok(self.with_head(node))
     }
 
