@@ -161,10 +161,10 @@ proptest! {
                 entries.into_iter().try_fold(chain, |c, e| c.append_entry(e)).unwrap()
             };
         }
-        for key in 0..3 {
+        for (key, name) in KEYS.iter().enumerate().take(3) {
             let want: Vec<&str> =
                 model.iter().filter(|(k, _)| *k == key).map(|(_, v)| v.as_str()).collect();
-            let got: Vec<&str> = chain.get_all(KEYS[key]).map(|v| v.to_str().unwrap()).collect();
+            let got: Vec<&str> = chain.get_all(name).map(|v| v.to_str().unwrap()).collect();
             prop_assert_eq!(got, want);
         }
     }

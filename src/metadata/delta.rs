@@ -148,6 +148,10 @@ impl fmt::Debug for MetadataDelta {
 pub(crate) const INLINE_NODES: usize = 32;
 
 /// The nodes of a chain, newest first, ready to be walked oldest first.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the inline array is the point: short chains reverse without a heap allocation"
+)]
 pub(crate) enum NodeStack<'a> {
     Inline {
         nodes: [Option<&'a MetadataDelta>; INLINE_NODES],
