@@ -38,6 +38,7 @@ pub(crate) enum DeltaEntries {
 impl MetadataDelta {
     /// A node adding `entries` (of total header-list size `added_size`) on
     /// top of `parent`.
+    #[inline]
     pub(crate) fn new(
         parent: Option<Arc<MetadataDelta>>,
         entries: DeltaEntries,
@@ -62,11 +63,13 @@ impl MetadataDelta {
     }
 
     /// Entries in the chain ending here.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Header-list size of the chain ending here.
+    #[inline]
     pub(crate) fn size(&self) -> usize {
         self.size
     }

@@ -38,11 +38,13 @@ pub(crate) const MAX_KEY_LEN: usize = (1 << 16) - 1;
 pub(crate) const ENTRY_OVERHEAD: usize = 32;
 
 /// The size an entry adds to a header list: name + value + 32.
+#[inline]
 pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
     name.as_str().len() + value.len() + ENTRY_OVERHEAD
 }
 
 /// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
+#[inline]
 pub(crate) fn is_reserved(key: &[u8]) -> bool {
     RESERVED_KEYS.iter().any(|reserved| {
         reserved.len() == key.len() && reserved.as_bytes().eq_ignore_ascii_case(key)
@@ -54,6 +56,7 @@ pub(crate) fn is_debug_visible(key: &str) -> bool {
     DEBUG_VISIBLE_KEYS.contains(&key)
 }
 
+#[inline]
 fn ends_with_bin(key: &[u8]) -> bool {
     key.len() >= 4 && key[key.len() - 4..].eq_ignore_ascii_case(b"-bin")
 }
@@ -89,6 +92,7 @@ const KEY_BYTE_CLASS: [u8; 256] = {
     table
 };
 
+#[inline]
 fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
     if key.is_empty() {
         return Err(MetadataError::EmptyKey);
@@ -133,6 +137,7 @@ fn lowered(key: &[u8]) -> String {
     String::from_utf8_lossy(key).to_ascii_lowercase()
 }
 
+#[inline]
 fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
     match value.iter().position(|byte| !(0x20..=0x7e).contains(byte)) {
         None => Ok(()),
@@ -152,6 +157,17 @@ fn copied_name(key: &[u8]) -> Result<HeaderName, MetadataError> {
     HeaderName::from_bytes(key).map_err(|_| MetadataError::InvalidKeyByte {
         key: String::from_utf8_lossy(key).into_owned(),
         byte: key[0],
+        index: 0,
+    })
+}
+
+/// Wraps a checked value (printable ASCII or base64) without copying it.
+fn shared_value(key: &[u8], value: Bytes) -> Result<HeaderValue, MetadataError> {
+    // Cannot fail for a checked value, but stay panic-free regardless.
+    let first_byte = value.first().copied().unwrap_or(0);
+    HeaderValue::from_maybe_shared(value).map_err(|_| MetadataError::InvalidValueByte {
+        key: lowered(key),
+        byte: first_byte,
         index: 0,
     })
 }
@@ -189,6 +205,7 @@ pub struct MetadataEntry {
 impl MetadataEntry {
     /// An ASCII entry from `'static` strings: neither key nor value is copied
     /// (unless the key has upper case, which is lowered into a copy).
+    #[inline]
     pub fn from_static(key: &'static str, value: &'static str) -> Result<Self, MetadataError> {
         let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
         check_ascii_value(key.as_bytes(), value.as_bytes())?;
@@ -210,11 +227,7 @@ impl MetadataEntry {
         check_key(key.as_bytes(), ValueKind::Ascii)?;
         check_ascii_value(key.as_bytes(), value.as_bytes())?;
         let name = copied_name(key.as_bytes())?;
-        let value = HeaderValue::from_str(value).map_err(|_| MetadataError::InvalidValueByte {
-            key: lowered(key.as_bytes()),
-            byte: 0,
-            index: 0,
-        })?;
+        let value = shared_value(key.as_bytes(), Bytes::copy_from_slice(value.as_bytes()))?;
         Ok(Self { name, value })
     }
 
@@ -224,12 +237,7 @@ impl MetadataEntry {
         check_key(key.as_bytes(), ValueKind::Ascii)?;
         check_ascii_value(key.as_bytes(), &value)?;
         let name = copied_name(key.as_bytes())?;
-        let value =
-            HeaderValue::from_maybe_shared(value).map_err(|_| MetadataError::InvalidValueByte {
-                key: lowered(key.as_bytes()),
-                byte: 0,
-                index: 0,
-            })?;
+        let value = shared_value(key.as_bytes(), value)?;
         Ok(Self { name, value })
     }
 
@@ -271,11 +279,13 @@ impl MetadataEntry {
     }
 
     /// The entry's size in a header list: key + value + 32 bytes.
+    #[inline]
     pub fn size(&self) -> usize {
         entry_size(&self.name, &self.value)
     }
 
     /// The header name and value.
+    #[inline]
     pub fn into_parts(self) -> (HeaderName, HeaderValue) {
         (self.name, self.value)
     }
@@ -359,7 +369,16 @@ mod tests {
 
     #[test]
     fn reserved_keys_are_matched_case_insensitively() {
+        for reserved in RESERVED_KEYS {
+            assert!(is_reserved(reserved.as_bytes()), "{reserved}");
+            assert!(
+                is_reserved(reserved.to_ascii_uppercase().as_bytes()),
+                "{reserved}"
+            );
+        }
         assert!(is_reserved(b"Content-Type"));
+        assert!(!is_reserved(b"grpc-messagf"));
+        assert!(!is_reserved(b"content-typf"));
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
         assert!(!is_reserved(b"grpc-timeout"));

@@ -150,6 +150,7 @@ impl OutgoingMetadata {
     }
 
     /// Appends an ASCII pair from `'static` strings without copying either.
+    #[inline]
     pub fn append_static(
         &self,
         key: &'static str,
@@ -159,6 +160,7 @@ impl OutgoingMetadata {
     }
 
     /// Appends an ASCII pair, copying the key and the value once each.
+    #[inline]
     pub fn append(&self, key: &str, value: &str) -> Result<Self, MetadataError> {
         self.append_entry(MetadataEntry::ascii(key, value)?)
     }
@@ -176,6 +178,7 @@ impl OutgoingMetadata {
     }
 
     /// Appends one pre-validated entry: one node, one allocation.
+    #[inline]
     pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
         let size = entry.size();
         self.check_growth(self.len(), self.size(), 1, size)?;
@@ -206,6 +209,7 @@ impl OutgoingMetadata {
 
     /// Refuses growth from `len` entries / `size` bytes by `added_len` /
     /// `added_size` past [`MAX_ENTRIES`] or the size limit.
+    #[inline]
     fn check_growth(
         &self,
         len: usize,
@@ -230,6 +234,7 @@ impl OutgoingMetadata {
         Ok(())
     }
 
+    #[inline]
     fn with_head(&self, node: MetadataDelta) -> Self {
         Self {
             head: Some(Arc::new(node)),
@@ -243,6 +248,7 @@ impl OutgoingMetadata {
     }
 
     /// Number of entries (base entries included). O(1).
+    #[inline]
     pub fn len(&self) -> usize {
         self.head.as_ref().map_or(0, |head| head.len())
     }
@@ -253,6 +259,7 @@ impl OutgoingMetadata {
     }
 
     /// Header-list size of the chain: name + value + 32 bytes per entry. O(1).
+    #[inline]
     pub fn size(&self) -> usize {
         self.head.as_ref().map_or(0, |head| head.size())
     }
