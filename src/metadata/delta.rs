@@ -107,13 +107,31 @@ impl MetadataDelta {
 
     /// Calls `f` on every node from the oldest to `self`, in that order.
     ///
-    /// Chains of up to [`INLINE_NODES`] nodes are reversed in a stack array;
-    /// longer ones in one `Vec`.
-    pub(crate) fn for_each_node_fifo<'a>(&'a self, mut f: impl FnMut(&'a MetadataDelta)) {
-        let nodes = NodeStack::collect(self);
-        for node in nodes.iter_fifo() {
-            f(node);
+    /// Chains of up to [`INLINE_NODES`] nodes are reversed by (bounded)
+    /// recursion; longer ones through one `Vec`.
+    pub(crate) fn for_each_node_fifo<'a, F>(&'a self, f: &mut F)
+    where
+        F: FnMut(&'a MetadataDelta),
+    {
+        if self.depth <= INLINE_NODES {
+            self.recurse_fifo(f);
+        } else {
+            let nodes = NodeStack::collect(self);
+            for node in nodes.iter_fifo() {
+                f(node);
+            }
         }
+    }
+
+    /// Recursion depth is `self.depth`, at most [`INLINE_NODES`].
+    fn recurse_fifo<'a, F>(&'a self, f: &mut F)
+    where
+        F: FnMut(&'a MetadataDelta),
+    {
+        if let Some(parent) = self.parent() {
+            parent.recurse_fifo(f);
+        }
+        f(self);
     }
 }
 

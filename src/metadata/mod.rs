@@ -318,11 +318,9 @@ impl OutgoingMetadata {
         };
         headers.try_reserve(head.len()).map_err(|_| too_many())?;
         let mut full = false;
-        head.for_each_node_fifo(|node| {
-            if let Some(base) = node.base() {
-                for (name, value) in base {
-                    full |= headers.try_append(name.clone(), value.clone()).is_err();
-                }
+        head.for_each_node_fifo(&mut |node| {
+            for (name, value) in node.base().into_iter().flatten() {
+                full |= headers.try_append(name.clone(), value.clone()).is_err();
             }
             for (name, value) in node.pairs() {
                 full |= headers.try_append(name.clone(), value.clone()).is_err();
