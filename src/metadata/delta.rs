@@ -62,25 +62,32 @@ impl MetadataDelta {
         }
     }
 
-    /// Entries in the chain ending here.
+    /// Entries in the chain ending here, base included.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Header-list size of the chain ending here.
+    /// Whether the chain ending here holds no entries (only an empty base).
     #[inline]
-    pub(crate) fn size(&self) -> usize {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Header-list size (name + value + 32 per entry) of the chain ending
+    /// here.
+    #[inline]
+    pub fn size(&self) -> usize {
         self.size
     }
 
-    /// The next older node.
-    pub(crate) fn parent(&self) -> Option<&MetadataDelta> {
+    /// The next older node, if any.
+    pub fn parent(&self) -> Option<&MetadataDelta> {
         self.parent.as_deref()
     }
 
-    /// The appended pairs of this node (empty for a base node).
-    pub(crate) fn pairs(&self) -> &[(HeaderName, HeaderValue)] {
+    /// The pairs this node appended, in order (empty for a base node).
+    pub fn pairs(&self) -> &[(HeaderName, HeaderValue)] {
         match &self.entries {
             DeltaEntries::Base(_) => &[],
             DeltaEntries::One(pair) => pair,
@@ -88,8 +95,8 @@ impl MetadataDelta {
         }
     }
 
-    /// The base map, if this is a base node.
-    pub(crate) fn base(&self) -> Option<&HeaderMap> {
+    /// The base map, if this is a base node (always the oldest).
+    pub fn base(&self) -> Option<&HeaderMap> {
         match &self.entries {
             DeltaEntries::Base(map) => Some(map),
             _ => None,

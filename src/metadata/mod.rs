@@ -96,7 +96,7 @@ pub const MAX_ENTRIES: usize = 16 * 1024;
 /// assert_eq!(md.len(), 3);
 ///
 /// let mut headers = http::HeaderMap::new();
-/// md.write_to(&mut headers);
+/// md.write_to(&mut headers)?;
 /// assert_eq!(headers.get("x-token-bin").unwrap(), "AQID");
 /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 /// ```
