@@ -132,8 +132,28 @@ proptest! {
                     prop_assert_eq!(&got, &want);
                     prop_assert_eq!(chain.get(&key).map(|v| v.to_str().unwrap()), want.first().copied());
                 }
-                let map = chain.to_metadata_map();
-                prop_assert_eq!(map.len(), model.len());
+                // Written into a fresh map (base copied whole) and into one
+                // with room (every entry inserted): same content, same order.
+                let fresh = chain.to_metadata_map().into_headers();
+                let mut roomy = HeaderMap::with_capacity(64);
+                chain.write_to(&mut roomy).unwrap();
+                for headers in [&fresh, &roomy] {
+                    prop_assert_eq!(headers.len(), model.len());
+                    for key in KEYS {
+                        let key = key.to_ascii_lowercase();
+                        let want: Vec<&str> = model
+                            .iter()
+                            .filter(|(k, _)| *k == key)
+                            .map(|(_, v)| v.as_str())
+                            .collect();
+                        let got: Vec<&str> = headers
+                            .get_all(&key)
+                            .iter()
+                            .map(|v| v.to_str().unwrap())
+                            .collect();
+                        prop_assert_eq!(got, want);
+                    }
+                }
             }
         }
     }

@@ -112,6 +112,15 @@ impl MetadataDelta {
         }
     }
 
+    /// The oldest node of the chain ending here (the base node, if any).
+    pub fn root(&self) -> &MetadataDelta {
+        let mut node = self;
+        while let Some(parent) = node.parent() {
+            node = parent;
+        }
+        node
+    }
+
     /// Calls `f` on every node from the oldest to `self`, in that order.
     ///
     /// Chains of up to [`INLINE_NODES`] nodes are reversed by (bounded)
