@@ -1,6 +1,7 @@
 //! End-to-end: a real tonic client and server over 127.0.0.1, with the
 //! `OutgoingMetadataLayer` stacked over the `Channel` under the generated
 //! client. The server echoes back every `x-` metadata pair it received.
+#![cfg(feature = "grpc")]
 
 mod support;
 

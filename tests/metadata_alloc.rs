@@ -1,6 +1,7 @@
 //! Allocation counts of the chain's hot paths, from a counting global
 //! allocator (per thread, so parallel tests do not disturb each other).
 //! Run with `--nocapture` to see the table.
+#![cfg(feature = "grpc")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -1,5 +1,6 @@
 //! The chain on its own: a property test against a plain `Vec` model, every
 //! error class, reads, limits and `Debug` redaction.
+#![cfg(feature = "grpc")]
 
 use bytes::Bytes;
 use http::HeaderMap;
