@@ -369,3 +369,28 @@ async fn full_chain_at_the_default_limit_arrives_whole() {
         expected(&borrowed)
     );
 }
+
+#[tokio::test]
+async fn headers_that_cannot_take_the_chain_fail_the_call_with_a_clear_status() {
+    let mut client = client().await;
+    let mut chain = OutgoingMetadata::with_limit(usize::MAX);
+    for i in 0..tonic_hotpath::metadata::MAX_ENTRIES {
+        chain = chain.append(&format!("x-c{i}"), "v").unwrap();
+    }
+    let mut request = with_chain(chain);
+    for i in 0..16_000 {
+        let key: tonic::metadata::MetadataKey<tonic::metadata::Ascii> =
+            format!("x-d{i}").parse().unwrap();
+        request
+            .metadata_mut()
+            .insert(key, MetadataValue::from_static("v"));
+    }
+    let status = client.unary_echo(request).await.unwrap_err();
+    assert!(
+        status.message().contains("cannot take the 16384 entries"),
+        "status names the cause: {status:?}"
+    );
+    // The client is still usable afterwards.
+    let ok = with_chain(OutgoingMetadata::new().append("x-after", "1").unwrap());
+    assert_eq!(unary(&mut client, ok).await, expected(&[("x-after", "1")]));
+}

@@ -360,10 +360,13 @@ fn writing_into_headers_that_cannot_take_the_chain_fails_and_writes_nothing() {
     for i in 0..MAX_ENTRIES {
         chain = chain.append(&format!("x-{i}"), "v").unwrap();
     }
-    assert!(matches!(
+    assert_eq!(
         chain.write_to(&mut headers),
-        Err(MetadataError::TooManyEntries { .. })
-    ));
+        Err(MetadataError::HeadersFull {
+            existing: before,
+            adding: MAX_ENTRIES
+        })
+    );
     assert_eq!(headers.len(), before);
 }
 

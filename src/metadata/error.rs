@@ -64,8 +64,16 @@ pub enum MetadataError {
         /// The size the chain would have had.
         size: usize,
     },
-    /// The chain, or the headers it is written into, would hold more
-    /// entries than one request's `http::HeaderMap` can take.
+    /// The headers a chain is being written into cannot take that many
+    /// more entries (an `http::HeaderMap` holds at most about 24 000).
+    HeadersFull {
+        /// Entries the headers already held.
+        existing: usize,
+        /// Entries the chain would have added.
+        adding: usize,
+    },
+    /// The chain would hold more than
+    /// [`MAX_ENTRIES`](super::MAX_ENTRIES) entries.
     TooManyEntries {
         /// The most entries allowed.
         limit: usize,
@@ -108,10 +116,14 @@ impl fmt::Display for MetadataError {
                 "outgoing metadata would grow to {size} bytes, over its limit of {limit} bytes \
                  (name + value + 32 per entry)"
             ),
+            Self::HeadersFull { existing, adding } => write!(
+                f,
+                "request headers already hold {existing} entries and cannot take the \
+                 {adding} entries of the outgoing metadata"
+            ),
             Self::TooManyEntries { limit, len } => write!(
                 f,
-                "outgoing metadata would hold {len} entries, over the limit of {limit} \
-                 entries per request"
+                "outgoing metadata would hold {len} entries, over its limit of {limit} entries"
             ),
         }
     }

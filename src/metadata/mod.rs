@@ -310,15 +310,16 @@ impl OutgoingMetadata {
     /// rather than re-inserted; into a map with room (`with_capacity`, or a
     /// request's headers), nothing is allocated.
     ///
-    /// Fails with [`MetadataError::TooManyEntries`], having written
+    /// Fails with [`MetadataError::HeadersFull`], having written
     /// nothing, if `headers` cannot take that many more entries.
     pub fn write_to(&self, headers: &mut HeaderMap) -> Result<(), MetadataError> {
         let Some(head) = self.head() else {
             return Ok(());
         };
-        let too_many = || MetadataError::TooManyEntries {
-            limit: MAX_ENTRIES,
-            len: head.len(),
+        let existing = headers.len();
+        let headers_full = || MetadataError::HeadersFull {
+            existing,
+            adding: head.len(),
         };
         // Into a fresh map (nothing allocated yet) a base is copied tables
         // and all, about a third faster than re-hashing its entries.
@@ -338,7 +339,7 @@ impl OutgoingMetadata {
             if base_copied {
                 headers.clear();
             }
-            return Err(too_many());
+            return Err(headers_full());
         }
         let mut full = false;
         head.for_each_node_fifo(&mut |node| {
@@ -351,7 +352,7 @@ impl OutgoingMetadata {
             }
         });
         // Unreachable after a successful `try_reserve`, but never silent.
-        if full { Err(too_many()) } else { Ok(()) }
+        if full { Err(headers_full()) } else { Ok(()) }
     }
 
     /// The chain as a `MetadataMap`, e.g. for APIs that want one.
