@@ -1,1 +1,389 @@
-//! `metadata` (in progress).
+//! Outgoing gRPC metadata as a persistent chain: O(1) append, FIFO read,
+//! forks that share their past.
+//!
+//! grpc-go's `AppendToOutgoingContext` copied every earlier pair on each
+//! call (O(N) per append); its fix keeps a linked list of deltas. Here the
+//! same idea is an immutable, `Arc`-linked chain of [`MetadataDelta`] nodes
+//! behind a cheap-to-clone [`OutgoingMetadata`] handle:
+//!
+//! - **append** ([`append`](OutgoingMetadata::append),
+//!   [`append_static`](OutgoingMetadata::append_static),
+//!   [`append_bytes`](OutgoingMetadata::append_bytes),
+//!   [`append_bin`](OutgoingMetadata::append_bin),
+//!   [`append_entries`](OutgoingMetadata::append_entries)) returns a new
+//!   handle with one new node and leaves the old handle as it was, so two
+//!   appends to the same parent are two independent forks;
+//! - a **base** `MetadataMap` ([`from_metadata_map`](OutgoingMetadata::from_metadata_map),
+//!   [`with_base`](OutgoingMetadata::with_base)) replaces everything appended
+//!   before it, like grpc-go's `NewOutgoingContext`;
+//! - **reads** ([`iter`](OutgoingMetadata::iter),
+//!   [`get`](OutgoingMetadata::get), [`get_all`](OutgoingMetadata::get_all),
+//!   [`len`](OutgoingMetadata::len)) walk the chain and never build a map;
+//! - **sending**: attach the handle to a `tonic::Request`
+//!   ([`OutgoingMetadataExt`]) or run the call inside
+//!   [`OutgoingMetadata::scope`]; [`OutgoingMetadataLayer`] below the
+//!   generated client writes the chain straight into the request headers.
+//!
+//! Keys follow gRPC's rules (`0-9 a-z - _ .`, upper case lowered, `-bin`
+//! keys carry base64-encoded binary values); headers tonic manages
+//! (`te`, `content-type`, `grpc-status`, ...) are refused. The chain's size,
+//! counted like HTTP/2's header-list size, is capped (15 KiB by default, so
+//! that it fits a default server's 16 KiB header list with tonic's own
+//! headers).
+//!
+//! ```
+//! use tonic_hotpath::metadata::OutgoingMetadata;
+//!
+//! let parent = OutgoingMetadata::new().append_static("x-request-id", "42")?;
+//! let a = parent.append("x-route", "a")?;
+//! let b = parent.append("x-route", "b")?;
+//!
+//! let pairs: Vec<_> = a.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap())).collect();
+//! assert_eq!(pairs, [("x-request-id", "42"), ("x-route", "a")]);
+//! assert_eq!(b.get("x-route").unwrap(), "b");
+//! assert_eq!(parent.len(), 1);
+//! # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+//! ```
+
+mod delta;
+mod error;
+mod key;
+mod layer;
+mod scope;
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use tonic::metadata::MetadataMap;
+
+use delta::DeltaEntries;
+pub use delta::{GetAll, Iter, MetadataDelta};
+pub use error::MetadataError;
+pub use key::MetadataEntry;
+pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
+pub use scope::OutgoingMetadataExt;
+
+/// Default cap on a chain's size: 15 KiB, i.e. the 16 KiB header list a
+/// default tonic (hyper/h2) server accepts, minus 1 KiB for what tonic and
+/// HTTP/2 add to every request (`:path`, `:authority`, `te`,
+/// `content-type`, `user-agent`, `grpc-timeout`, ...). A chain at this limit
+/// still reaches a default server; at a full 16 KiB the server answers
+/// HTTP 431.
+pub const DEFAULT_SIZE_LIMIT: usize = 15 * 1024;
+
+/// Most entries a chain may hold, whatever its size limit: well inside what
+/// one `http::HeaderMap` can take (about 24 000 entries), so writing a chain
+/// into a request's headers cannot overflow them.
+pub const MAX_ENTRIES: usize = 16 * 1024;
+
+/// A cheap-to-clone handle (one `Arc`) to an immutable chain of outgoing
+/// metadata.
+///
+/// See the [module docs](self) for the model. Every append returns a new
+/// handle; on error nothing is appended and the old handle is still valid.
+///
+/// ```
+/// use tonic_hotpath::metadata::OutgoingMetadata;
+///
+/// let md = OutgoingMetadata::new()
+///     .append_static("x-tenant", "acme")?
+///     .append_bin("x-token-bin", &[1, 2, 3])?
+///     .append("x-tenant", "beta")?;
+/// let tenants: Vec<_> = md.get_all("x-tenant").collect();
+/// assert_eq!(tenants, ["acme", "beta"]);
+/// assert_eq!(md.len(), 3);
+///
+/// let mut headers = http::HeaderMap::new();
+/// md.write_to(&mut headers)?;
+/// assert_eq!(headers.get("x-token-bin").unwrap(), "AQID");
+/// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+/// ```
+#[derive(Clone)]
+pub struct OutgoingMetadata {
+    head: Option<Arc<MetadataDelta>>,
+    limit: usize,
+}
+
+impl Default for OutgoingMetadata {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OutgoingMetadata {
+    /// An empty chain with the [default size limit](DEFAULT_SIZE_LIMIT).
+    /// Does not allocate.
+    pub const fn new() -> Self {
+        Self::with_limit(DEFAULT_SIZE_LIMIT)
+    }
+
+    /// An empty chain whose size (name + value + 32 bytes per entry) may not
+    /// exceed `limit` bytes. Forks and appends inherit the limit.
+    pub const fn with_limit(limit: usize) -> Self {
+        Self { head: None, limit }
+    }
+
+    /// A chain on the base `map` with the default size limit, like grpc-go's
+    /// `NewOutgoingContext`. Headers tonic manages (`te`, `content-type`,
+    /// `grpc-status`, ...) are removed from the map.
+    pub fn from_metadata_map(map: MetadataMap) -> Result<Self, MetadataError> {
+        Self::new().with_base(map)
+    }
+
+    /// A new chain on the base `map`, keeping this handle's limit and
+    /// dropping everything this handle held. Headers tonic manages are
+    /// removed from the map; a map over the limit is an error.
+    pub fn with_base(&self, map: MetadataMap) -> Result<Self, MetadataError> {
+        let mut headers = map.into_headers();
+        for reserved in key::RESERVED_KEYS {
+            headers.remove(reserved);
+        }
+        let size = headers
+            .iter()
+            .map(|(name, value)| key::entry_size(name, value))
+            .sum();
+        self.check_growth(0, 0, headers.len(), size)?;
+        let node = MetadataDelta::new(None, DeltaEntries::Base(Box::new(headers)), size);
+        Ok(self.with_head(node))
+    }
+
+    /// Appends an ASCII pair from `'static` strings without copying either.
+    #[inline]
+    pub fn append_static(
+        &self,
+        key: &'static str,
+        value: &'static str,
+    ) -> Result<Self, MetadataError> {
+        self.append_entry(MetadataEntry::from_static(key, value)?)
+    }
+
+    /// Appends an ASCII pair, copying the key and the value once each.
+    #[inline]
+    pub fn append(&self, key: &str, value: &str) -> Result<Self, MetadataError> {
+        self.append_entry(MetadataEntry::ascii(key, value)?)
+    }
+
+    /// Appends an ASCII pair whose value is already [`Bytes`] (not copied).
+    pub fn append_bytes(&self, key: &str, value: Bytes) -> Result<Self, MetadataError> {
+        self.append_entry(MetadataEntry::ascii_bytes(key, value)?)
+    }
+
+    /// Appends a binary value under a `-bin` key; it is sent base64-encoded,
+    /// as tonic's `MetadataValue<Binary>`, so a tonic server reads it back
+    /// with `MetadataMap::get_bin`.
+    pub fn append_bin(&self, key: &str, value: &[u8]) -> Result<Self, MetadataError> {
+        self.append_entry(MetadataEntry::binary(key, value)?)
+    }
+
+    /// Appends one pre-validated entry: one node, one allocation.
+    #[inline]
+    pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
+        let size = entry.size();
+        self.check_growth(self.len(), self.size(), 1, size)?;
+        let pair = entry.into_parts();
+        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::One([pair]), size);
+        Ok(self.with_head(node))
+    }
+
+    /// Appends several entries, in order, as one node (grpc-go's
+    /// `AppendToOutgoingContext(ctx, k1, v1, k2, v2, ...)`). An empty
+    /// iterator returns a clone of this handle.
+    pub fn append_entries<I>(&self, entries: I) -> Result<Self, MetadataError>
+    where
+        I: IntoIterator<Item = MetadataEntry>,
+    {
+        let pairs: Box<[_]> = entries.into_iter().map(MetadataEntry::into_parts).collect();
+        if pairs.is_empty() {
+            return Ok(self.clone());
+        }
+        let size = pairs
+            .iter()
+            .map(|(name, value)| key::entry_size(name, value))
+            .sum();
+        self.check_growth(self.len(), self.size(), pairs.len(), size)?;
+        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::Many(pairs), size);
+        Ok(self.with_head(node))
+    }
+
+    /// Refuses growth from `len` entries / `size` bytes by `added_len` /
+    /// `added_size` past [`MAX_ENTRIES`] or the size limit.
+    #[inline]
+    fn check_growth(
+        &self,
+        len: usize,
+        size: usize,
+        added_len: usize,
+        added_size: usize,
+    ) -> Result<(), MetadataError> {
+        let len = len.saturating_add(added_len);
+        if len > MAX_ENTRIES {
+            return Err(MetadataError::TooManyEntries {
+                limit: MAX_ENTRIES,
+                len,
+            });
+        }
+        let size = size.saturating_add(added_size);
+        if size > self.limit {
+            return Err(MetadataError::SizeLimitExceeded {
+                limit: self.limit,
+                size,
+            });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn with_head(&self, node: MetadataDelta) -> Self {
+        Self {
+            head: Some(Arc::new(node)),
+            limit: self.limit,
+        }
+    }
+
+    /// The size limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Number of entries (base entries included). O(1).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.head.as_ref().map_or(0, |head| head.len())
+    }
+
+    /// Whether the chain holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Header-list size of the chain: name + value + 32 bytes per entry. O(1).
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.head.as_ref().map_or(0, |head| head.size())
+    }
+
+    /// The newest node of the chain, if any.
+    pub fn head(&self) -> Option<&MetadataDelta> {
+        self.head.as_deref()
+    }
+
+    /// Every entry in FIFO order: the base map's entries (in its iteration
+    /// order), then appended pairs in append order. `-bin` values are
+    /// base64 as on the wire.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter::new(self.head())
+    }
+
+    /// The first value of `key` in FIFO order (as `MetadataMap::get` on the
+    /// materialised map would return). Walks the chain; never allocates.
+    pub fn get(&self, key: &str) -> Option<&HeaderValue> {
+        let mut oldest = None;
+        let mut node = self.head();
+        while let Some(current) = node {
+            if let Some(value) = current.base().and_then(|base| base.get(key)) {
+                return Some(value);
+            }
+            let mut pairs = current.pairs().iter();
+            if let Some((_, value)) =
+                pairs.find(|(name, _)| name.as_str().eq_ignore_ascii_case(key))
+            {
+                oldest = Some(value);
+            }
+            node = current.parent();
+        }
+        oldest
+    }
+
+    /// Every value of `key` in FIFO order. Walks the chain; never allocates.
+    pub fn get_all<'a>(&'a self, key: &'a str) -> GetAll<'a> {
+        GetAll::new(self.head(), key)
+    }
+
+    /// Writes every entry into `headers` in FIFO order with
+    /// `HeaderMap::append` (existing headers are kept). Values are shared,
+    /// not copied; no intermediate map is built. This is what
+    /// [`OutgoingMetadataLayer`] does at send time.
+    ///
+    /// Into a fresh map (`HeaderMap::new()`), a base map is copied whole
+    /// rather than re-inserted; into a map with room (`with_capacity`, or a
+    /// request's headers), nothing is allocated.
+    ///
+    /// Fails with [`MetadataError::HeadersFull`], having written
+    /// nothing, if `headers` cannot take that many more entries.
+    pub fn write_to(&self, headers: &mut HeaderMap) -> Result<(), MetadataError> {
+        let Some(head) = self.head() else {
+            return Ok(());
+        };
+        let existing = headers.len();
+        let headers_full = || MetadataError::HeadersFull {
+            existing,
+            adding: head.len(),
+        };
+        // Into a fresh map (nothing allocated yet) a base is copied tables
+        // and all, about a third faster than re-hashing its entries.
+        let base_copied = match head.root().base() {
+            Some(base) if headers.capacity() == 0 => {
+                headers.clone_from(base);
+                true
+            }
+            _ => false,
+        };
+        let pending = if base_copied {
+            head.len() - headers.len()
+        } else {
+            head.len()
+        };
+        if headers.try_reserve(pending).is_err() {
+            if base_copied {
+                headers.clear();
+            }
+            return Err(headers_full());
+        }
+        let mut full = false;
+        head.for_each_node_fifo(&mut |node| {
+            let base = node.base().filter(|_| !base_copied);
+            for (name, value) in base.into_iter().flatten() {
+                full |= headers.try_append(name.clone(), value.clone()).is_err();
+            }
+            for (name, value) in node.pairs() {
+                full |= headers.try_append(name.clone(), value.clone()).is_err();
+            }
+        });
+        // Unreachable after a successful `try_reserve`, but never silent.
+        if full { Err(headers_full()) } else { Ok(()) }
+    }
+
+    /// The chain as a `MetadataMap`, e.g. for APIs that want one.
+    ///
+    /// Cannot fail: a chain holds at most [`MAX_ENTRIES`] entries, which a
+    /// fresh map always has room for.
+    pub fn to_metadata_map(&self) -> MetadataMap {
+        let mut headers = HeaderMap::new();
+        let written = self.write_to(&mut headers);
+        debug_assert!(written.is_ok(), "a fresh HeaderMap takes MAX_ENTRIES");
+        MetadataMap::from_headers(headers)
+    }
+}
+
+impl fmt::Debug for OutgoingMetadata {
+    /// Prints keys in FIFO order; values only for a few protocol headers
+    /// (`user-agent`, `grpc-timeout`, ...), as metadata carries credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        for (name, value) in self.iter() {
+            map.entry(&name.as_str(), &key::RedactedValue::new(name, value));
+        }
+        map.finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a OutgoingMetadata {
+    type Item = (&'a http::HeaderName, &'a HeaderValue);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}

@@ -1,0 +1,132 @@
+//! The error every fallible metadata operation returns.
+
+use std::error::Error;
+use std::fmt;
+
+/// Why a key, a value or an append was refused.
+///
+/// When an operation returns this error nothing was appended: the handle it
+/// was called on is unchanged (handles are immutable anyway). The error names
+/// the offending key but never echoes a value, because metadata values often
+/// carry credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetadataError {
+    /// The key is the empty string.
+    EmptyKey,
+    /// The key holds a byte outside gRPC's key charset `0-9 a-z - _ .`
+    /// (upper-case ASCII letters are accepted and lowered).
+    InvalidKeyByte {
+        /// The key as given (lossily decoded if it is not UTF-8).
+        key: String,
+        /// The offending byte.
+        byte: u8,
+        /// Its index in the key.
+        index: usize,
+    },
+    /// The key is longer than an HTTP header name may be.
+    KeyTooLong {
+        /// Length of the key in bytes.
+        len: usize,
+        /// The largest accepted length.
+        max: usize,
+    },
+    /// The key is a header that tonic manages itself (`te`, `content-type`,
+    /// `grpc-status`, ...); user metadata may not set it.
+    ReservedKey {
+        /// The (lower-cased) key.
+        key: String,
+    },
+    /// A key ending in `-bin` was given an ASCII value; use a binary append.
+    BinaryKeyWithAsciiValue {
+        /// The (lower-cased) key.
+        key: String,
+    },
+    /// A binary value was given a key that does not end in `-bin`.
+    AsciiKeyWithBinaryValue {
+        /// The (lower-cased) key.
+        key: String,
+    },
+    /// An ASCII value holds a byte outside printable ASCII (`0x20..=0x7E`).
+    InvalidValueByte {
+        /// The key the value was meant for.
+        key: String,
+        /// The offending byte.
+        byte: u8,
+        /// Its index in the value.
+        index: usize,
+    },
+    /// The append would take the chain past its size limit. Size is counted
+    /// like HTTP/2's header-list size: name + value + 32 bytes per entry.
+    SizeLimitExceeded {
+        /// The configured limit in bytes.
+        limit: usize,
+        /// The size the chain would have had.
+        size: usize,
+    },
+    /// The headers a chain is being written into cannot take that many
+    /// more entries (an `http::HeaderMap` holds at most about 24 000).
+    HeadersFull {
+        /// Entries the headers already held.
+        existing: usize,
+        /// Entries the chain would have added.
+        adding: usize,
+    },
+    /// The chain would hold more than
+    /// [`MAX_ENTRIES`](super::MAX_ENTRIES) entries.
+    TooManyEntries {
+        /// The most entries allowed.
+        limit: usize,
+        /// The number of entries there would have been.
+        len: usize,
+    },
+}
+
+impl fmt::Display for MetadataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyKey => f.write_str("metadata key is empty"),
+            Self::InvalidKeyByte { key, byte, index } => write!(
+                f,
+                "metadata key {key:?} has byte 0x{byte:02x} at index {index}; \
+                 allowed are 0-9 a-z - _ . (A-Z is lowered)"
+            ),
+            Self::KeyTooLong { len, max } => {
+                write!(f, "metadata key is {len} bytes long; at most {max} allowed")
+            }
+            Self::ReservedKey { key } => write!(
+                f,
+                "metadata key {key:?} is reserved: tonic sets this header itself"
+            ),
+            Self::BinaryKeyWithAsciiValue { key } => write!(
+                f,
+                "metadata key {key:?} ends in -bin and needs a binary value (use append_bin)"
+            ),
+            Self::AsciiKeyWithBinaryValue { key } => write!(
+                f,
+                "metadata key {key:?} does not end in -bin, so it cannot carry a binary value"
+            ),
+            Self::InvalidValueByte { key, byte, index } => write!(
+                f,
+                "metadata value for key {key:?} has byte 0x{byte:02x} at index {index}; \
+                 ASCII values must be printable ASCII 0x20-0x7e"
+            ),
+            Self::SizeLimitExceeded { limit, size } => write!(
+                f,
+                "outgoing metadata would grow to {size} bytes, over its limit of {limit} bytes \
+                 (name + value + 32 per entry)"
+            ),
+            Self::HeadersFull { existing, adding } => write!(
+                f,
+                "request headers already hold {existing} entries and cannot take the \
+                 {adding} entries of the outgoing metadata"
+            ),
+            Self::TooManyEntries { limit, len } => write!(
+                f,
+                "outgoing metadata would hold {len} entries, over its limit of {limit} entries"
+            ),
+        }
+    }
+}
+
+impl Error for MetadataError {}

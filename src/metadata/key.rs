@@ -1,0 +1,392 @@
+//! Key and value rules, and [`MetadataEntry`]: one validated key/value pair.
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
+
+use super::MetadataError;
+
+/// Headers tonic (or the gRPC protocol) manages itself; user metadata may not
+/// set them. tonic strips the first five from request metadata
+/// (`GRPC_RESERVED_HEADERS`); the rest its codec or the server sets.
+pub(crate) const RESERVED_KEYS: [&str; 8] = [
+    "te",
+    "content-type",
+    "grpc-status",
+    "grpc-message",
+    "grpc-message-type",
+    "grpc-status-details-bin",
+    "grpc-encoding",
+    "grpc-accept-encoding",
+];
+
+/// Keys whose values `Debug` prints; every other value is redacted.
+const DEBUG_VISIBLE_KEYS: [&str; 6] = [
+    "user-agent",
+    "grpc-timeout",
+    "content-type",
+    "te",
+    "grpc-encoding",
+    "grpc-accept-encoding",
+];
+
+/// Longest key an `http::HeaderName` accepts.
+pub(crate) const MAX_KEY_LEN: usize = (1 << 16) - 1;
+
+/// Per-entry overhead in HTTP/2's header-list size (RFC 9113 §6.5.2).
+pub(crate) const ENTRY_OVERHEAD: usize = 32;
+
+/// The size an entry adds to a header list: name + value + 32.
+#[inline]
+pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
+    name.as_str().len() + value.len() + ENTRY_OVERHEAD
+}
+
+/// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
+#[inline]
+pub(crate) fn is_reserved(key: &[u8]) -> bool {
+    RESERVED_KEYS.iter().any(|reserved| {
+        reserved.len() == key.len() && reserved.as_bytes().eq_ignore_ascii_case(key)
+    })
+}
+
+/// Whether `Debug` may print the value of `key`.
+pub(crate) fn is_debug_visible(key: &str) -> bool {
+    DEBUG_VISIBLE_KEYS.contains(&key)
+}
+
+#[inline]
+fn ends_with_bin(key: &[u8]) -> bool {
+    key.len() >= 4 && key[key.len() - 4..].eq_ignore_ascii_case(b"-bin")
+}
+
+/// Whether the key must carry a binary value or an ASCII one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueKind {
+    Ascii,
+    Binary,
+}
+
+/// A key that passed the gRPC key rules.
+struct CheckedKey {
+    has_upper: bool,
+}
+
+const INVALID: u8 = 1;
+const UPPER: u8 = 2;
+
+/// Per byte: 0 for `0-9 a-z - _ .`, [`UPPER`] for `A-Z`, else [`INVALID`].
+const KEY_BYTE_CLASS: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        if b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'-' || b == b'_' || b == b'.' {
+            table[byte] = 0;
+        } else if b.is_ascii_uppercase() {
+            table[byte] = UPPER;
+        }
+        byte += 1;
+    }
+    table
+};
+
+#[inline]
+fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
+    if key.is_empty() {
+        return Err(MetadataError::EmptyKey);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(MetadataError::KeyTooLong {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
+    }
+    let mut classes = 0u8;
+    for &byte in key {
+        classes |= KEY_BYTE_CLASS[usize::from(byte)];
+    }
+    if classes & INVALID != 0 {
+        let index = key
+            .iter()
+            .position(|&byte| KEY_BYTE_CLASS[usize::from(byte)] & INVALID != 0)
+            .unwrap_or(0);
+        return Err(MetadataError::InvalidKeyByte {
+            key: String::from_utf8_lossy(key).into_owned(),
+            byte: key[index],
+            index,
+        });
+    }
+    let has_upper = classes & UPPER != 0;
+    if is_reserved(key) {
+        return Err(MetadataError::ReservedKey { key: lowered(key) });
+    }
+    match (ends_with_bin(key), kind) {
+        (true, ValueKind::Ascii) => {
+            Err(MetadataError::BinaryKeyWithAsciiValue { key: lowered(key) })
+        }
+        (false, ValueKind::Binary) => {
+            Err(MetadataError::AsciiKeyWithBinaryValue { key: lowered(key) })
+        }
+        _ => Ok(CheckedKey { has_upper }),
+    }
+}
+
+fn lowered(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).to_ascii_lowercase()
+}
+
+#[inline]
+fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
+    match value.iter().position(|byte| !(0x20..=0x7e).contains(byte)) {
+        None => Ok(()),
+        Some(index) => Err(MetadataError::InvalidValueByte {
+            key: lowered(key),
+            byte: value[index],
+            index,
+        }),
+    }
+}
+
+/// Builds the header name of a key that passed [`check_key`] (one copy,
+/// lowering upper case, unless it is a well-known header name).
+fn copied_name(key: &[u8]) -> Result<HeaderName, MetadataError> {
+    // Cannot fail for a checked key (our charset is a subset of HTTP's token
+    // charset and the length was checked), but stay panic-free regardless.
+    HeaderName::from_bytes(key).map_err(|_| MetadataError::InvalidKeyByte {
+        key: String::from_utf8_lossy(key).into_owned(),
+        byte: key[0],
+        index: 0,
+    })
+}
+
+/// Wraps a checked value (printable ASCII or base64) without copying it.
+fn shared_value(key: &[u8], value: Bytes) -> Result<HeaderValue, MetadataError> {
+    // Cannot fail for a checked value, but stay panic-free regardless.
+    let first_byte = value.first().copied().unwrap_or(0);
+    HeaderValue::from_maybe_shared(value).map_err(|_| MetadataError::InvalidValueByte {
+        key: lowered(key),
+        byte: first_byte,
+        index: 0,
+    })
+}
+
+/// One validated metadata key/value pair, ready to append.
+///
+/// Building an entry does all the checking (key charset, reserved keys,
+/// `-bin` ⇔ binary value, value charset) and any copying or base64 encoding;
+/// appending it to an [`OutgoingMetadata`](super::OutgoingMetadata) then only
+/// checks the size limit. Build an entry once and append it many times to
+/// pay the checks once.
+///
+/// ```
+/// use tonic_hotpath::metadata::{MetadataEntry, MetadataError};
+///
+/// let entry = MetadataEntry::from_static("x-Trace-Id", "abc")?;
+/// assert_eq!(entry.key(), "x-trace-id");
+/// assert_eq!(entry.value().as_bytes(), b"abc");
+///
+/// let bin = MetadataEntry::binary("x-token-bin", &[0xff, 0x00])?;
+/// assert_eq!(bin.value().as_bytes(), b"/wA"); // base64, no padding, like tonic
+///
+/// assert!(matches!(
+///     MetadataEntry::ascii("grpc-status", "0"),
+///     Err(MetadataError::ReservedKey { .. })
+/// ));
+/// # Ok::<(), MetadataError>(())
+/// ```
+#[derive(Clone)]
+pub struct MetadataEntry {
+    name: HeaderName,
+    value: HeaderValue,
+}
+
+impl MetadataEntry {
+    /// An ASCII entry from `'static` strings: neither key nor value is copied
+    /// (unless the key has upper case, which is lowered into a copy).
+    #[inline]
+    pub fn from_static(key: &'static str, value: &'static str) -> Result<Self, MetadataError> {
+        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
+        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        let name = if checked.has_upper {
+            copied_name(key.as_bytes())?
+        } else {
+            // Cannot panic: `check_key` accepted only `0-9 a-z - _ .`, a
+            // subset of what `from_static` accepts, and a bounded length.
+            HeaderName::from_static(key)
+        };
+        // Cannot panic: printable ASCII is a subset of valid header values.
+        let value = HeaderValue::from_static(value);
+        Ok(Self { name, value })
+    }
+
+    /// An ASCII entry from borrowed strings: the key and the value are each
+    /// copied once.
+    pub fn ascii(key: &str, value: &str) -> Result<Self, MetadataError> {
+        check_key(key.as_bytes(), ValueKind::Ascii)?;
+        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        let name = copied_name(key.as_bytes())?;
+        let value = shared_value(key.as_bytes(), Bytes::copy_from_slice(value.as_bytes()))?;
+        Ok(Self { name, value })
+    }
+
+    /// An ASCII entry whose value is already held as [`Bytes`]: the value is
+    /// checked but not copied.
+    pub fn ascii_bytes(key: &str, value: Bytes) -> Result<Self, MetadataError> {
+        check_key(key.as_bytes(), ValueKind::Ascii)?;
+        check_ascii_value(key.as_bytes(), &value)?;
+        let name = copied_name(key.as_bytes())?;
+        let value = shared_value(key.as_bytes(), value)?;
+        Ok(Self { name, value })
+    }
+
+    /// A binary entry: `key` must end in `-bin`; `value` is base64-encoded
+    /// (standard alphabet, no padding) as tonic's `MetadataValue<Binary>`
+    /// does, so a tonic server reads it back with `get_bin`.
+    pub fn binary(key: &str, value: &[u8]) -> Result<Self, MetadataError> {
+        check_key(key.as_bytes(), ValueKind::Binary)?;
+        let name = copied_name(key.as_bytes())?;
+        let encoded = Bytes::from(base64_encode_no_pad(value));
+        let value = HeaderValue::from_maybe_shared(encoded).map_err(|_| {
+            MetadataError::InvalidValueByte {
+                key: lowered(key.as_bytes()),
+                byte: 0,
+                index: 0,
+            }
+        })?;
+        Ok(Self { name, value })
+    }
+
+    /// The (lower-case) key.
+    pub fn key(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The key as an `http` header name.
+    pub fn name(&self) -> &HeaderName {
+        &self.name
+    }
+
+    /// The value as sent on the wire (base64 for `-bin` keys).
+    pub fn value(&self) -> &HeaderValue {
+        &self.value
+    }
+
+    /// Whether this entry carries a binary (`-bin`) value.
+    pub fn is_binary(&self) -> bool {
+        ends_with_bin(self.name.as_str().as_bytes())
+    }
+
+    /// The entry's size in a header list: key + value + 32 bytes.
+    #[inline]
+    pub fn size(&self) -> usize {
+        entry_size(&self.name, &self.value)
+    }
+
+    /// The header name and value.
+    #[inline]
+    pub fn into_parts(self) -> (HeaderName, HeaderValue) {
+        (self.name, self.value)
+    }
+}
+
+impl fmt::Debug for MetadataEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetadataEntry")
+            .field("key", &self.key())
+            .field("value", &RedactedValue::new(&self.name, &self.value))
+            .finish()
+    }
+}
+
+/// A value that `Debug`-prints itself only if its key is on the allowlist.
+pub(crate) struct RedactedValue<'a> {
+    value: Option<&'a HeaderValue>,
+}
+
+impl<'a> RedactedValue<'a> {
+    pub(crate) fn new(name: &HeaderName, value: &'a HeaderValue) -> Self {
+        let value = is_debug_visible(name.as_str()).then_some(value);
+        Self { value }
+    }
+}
+
+impl fmt::Debug for RedactedValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.value {
+            Some(value) => fmt::Debug::fmt(value, f),
+            None => f.write_str("<redacted>"),
+        }
+    }
+}
+
+const BASE64_ALPHABET: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 without padding, into a buffer of exactly the right size.
+fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity((input.len() * 4).div_ceil(3));
+    let symbol = |index: u32| BASE64_ALPHABET[(index & 0x3f) as usize];
+    let mut chunks = input.chunks_exact(3);
+    for chunk in &mut chunks {
+        let n = u32::from(chunk[0]) << 16 | u32::from(chunk[1]) << 8 | u32::from(chunk[2]);
+        out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6), symbol(n)]);
+    }
+    match *chunks.remainder() {
+        [a] => {
+            let n = u32::from(a) << 16;
+            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12)]);
+        }
+        [a, b] => {
+            let n = u32::from(a) << 16 | u32::from(b) << 8;
+            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6)]);
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_known_vectors() {
+        let cases: [(&[u8], &str); 7] = [
+            (b"", ""),
+            (b"f", "Zg"),
+            (b"fo", "Zm8"),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg"),
+            (b"fooba", "Zm9vYmE"),
+            (&[0xff, 0xfe, 0x00], "//4A"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
+        }
+    }
+
+    #[test]
+    fn reserved_keys_are_matched_case_insensitively() {
+        for reserved in RESERVED_KEYS {
+            assert!(is_reserved(reserved.as_bytes()), "{reserved}");
+            assert!(
+                is_reserved(reserved.to_ascii_uppercase().as_bytes()),
+                "{reserved}"
+            );
+        }
+        assert!(is_reserved(b"Content-Type"));
+        assert!(!is_reserved(b"grpc-messagf"));
+        assert!(!is_reserved(b"content-typf"));
+        assert!(is_reserved(b"te"));
+        assert!(!is_reserved(b"tee"));
+        assert!(!is_reserved(b"grpc-timeout"));
+    }
+
+    #[test]
+    fn upper_case_static_key_is_lowered() {
+        let entry = MetadataEntry::from_static("X-Up", "v").unwrap();
+        assert_eq!(entry.key(), "x-up");
+    }
+}
