@@ -343,3 +343,39 @@ async fn exempt_services_reach_the_handler_without_an_org_id() {
     assert_refused(&mut client, &[], Code::Unauthenticated, missing).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn org_id_rides_the_outgoing_metadata_chain() {
+    use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
+
+    let addr = spawn(RequireOrgIdLayer::new(), TenantEcho::default()).await;
+    let channel = ServiceBuilder::new()
+        .layer(OutgoingMetadataLayer::new())
+        .service(support::connect(addr).await);
+    let mut client = EchoClient::new(channel);
+
+    let mut chain = OutgoingMetadata::new()
+        .append_static("x-request-id", "7")
+        .unwrap();
+    chain
+        .inject_org_id(&OrgId::new("team-chain").unwrap())
+        .unwrap();
+    let answer = chain
+        .scope(client.unary_echo(EchoRequest {
+            message: String::new(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(answer.into_inner().message, "team-chain");
+
+    // Without the org id in the chain, the server refuses the call.
+    let refused = OutgoingMetadata::new()
+        .append_static("x-request-id", "8")
+        .unwrap()
+        .scope(client.unary_echo(EchoRequest {
+            message: String::new(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+}

@@ -146,6 +146,8 @@ pub enum InjectError {
         /// How many values the header has.
         count: usize,
     },
+    /// The outgoing metadata chain refused the org id (e.g. its size limit).
+    Metadata(crate::metadata::MetadataError),
 }
 
 impl fmt::Display for InjectError {
@@ -159,11 +161,19 @@ impl fmt::Display for InjectError {
                 f,
                 "cannot inject org id: {count} x-scope-orgid headers are already present"
             ),
+            Self::Metadata(error) => write!(f, "cannot inject org id: {error}"),
         }
     }
 }
 
-impl std::error::Error for InjectError {}
+impl std::error::Error for InjectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Metadata(error) => Some(error),
+            _ => None,
+        }
+    }
+}
 
 impl From<InjectError> for Status {
     /// `INVALID_ARGUMENT` with the error's message and the error as source.

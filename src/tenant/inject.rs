@@ -1,10 +1,13 @@
 //! Putting an org id into outgoing metadata, with Cortex's conflict rules.
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use tonic::metadata::MetadataMap;
 
+use crate::metadata::OutgoingMetadata;
+
 use super::error::InjectError;
-use super::extract::ORG_ID_HEADER_NAME;
+use super::extract::{ORG_ID_HEADER, ORG_ID_HEADER_NAME};
 use super::org_id::OrgId;
 use super::tenant_ids::TenantIds;
 
@@ -16,10 +19,11 @@ use super::tenant_ids::TenantIds;
 /// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
 ///
 /// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
-/// `tonic::Request<T>` and `http::Request<B>`. Another carrier of outgoing
-/// metadata (such as the [`metadata`](crate::metadata) module's chain)
-/// implements only [`InjectOrgId::inject_org_id_value`], following the same
-/// rules; the other methods build on it.
+/// `tonic::Request<T>`, `http::Request<B>` and the
+/// [`metadata`](crate::metadata) module's [`OutgoingMetadata`] chain. Another
+/// carrier of outgoing metadata implements only
+/// [`InjectOrgId::inject_org_id_value`], following the same rules; the other
+/// methods build on it.
 ///
 /// ```
 /// use tonic_hotpath::tenant::{InjectOrgId, OrgId};
@@ -48,24 +52,60 @@ pub trait InjectOrgId {
     }
 }
 
-/// The rule shared by every target: insert if absent, accept the same
-/// value, refuse a different one or several.
-pub(crate) fn inject_into_headers(
-    headers: &mut HeaderMap,
+/// The rule shared by every target, given the values already present:
+/// `Ok(true)` if `value` must be added, `Ok(false)` if the same id is
+/// already there, an error for a different id or several.
+fn needs_insert<'a>(
+    mut present: impl Iterator<Item = &'a HeaderValue>,
     value: &HeaderValue,
-) -> Result<(), InjectError> {
-    let mut present = headers.get_all(&ORG_ID_HEADER_NAME).iter();
+) -> Result<bool, InjectError> {
     match (present.next(), present.count()) {
-        (None, _) => {
-            headers.insert(ORG_ID_HEADER_NAME.clone(), value.clone());
-            Ok(())
-        }
-        (Some(existing), 0) if existing == value => Ok(()),
+        (None, _) => Ok(true),
+        (Some(existing), 0) if existing == value => Ok(false),
         (Some(existing), 0) => Err(InjectError::DifferentOrgIdPresent {
             present: String::from_utf8_lossy(existing.as_bytes()).into_owned(),
             injected: String::from_utf8_lossy(value.as_bytes()).into_owned(),
         }),
         (Some(_), more) => Err(InjectError::TooManyHeaders { count: more + 1 }),
+    }
+}
+
+/// Insert if absent, accept the same value, refuse a different one or
+/// several.
+pub(crate) fn inject_into_headers(
+    headers: &mut HeaderMap,
+    value: &HeaderValue,
+) -> Result<(), InjectError> {
+    if needs_insert(headers.get_all(&ORG_ID_HEADER_NAME).iter(), value)? {
+        headers.insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+    }
+    Ok(())
+}
+
+/// The chain is persistent: injecting replaces `self` with a handle that
+/// has the org id appended (the previous handle, if cloned, is unchanged).
+///
+/// ```
+/// use tonic_hotpath::metadata::OutgoingMetadata;
+/// use tonic_hotpath::tenant::{InjectOrgId, OrgId};
+///
+/// let mut chain = OutgoingMetadata::new().append_static("x-request-id", "42")?;
+/// chain.inject_org_id(&OrgId::new("team-a")?)?;
+/// chain.inject_org_id(&OrgId::new("team-a")?)?; // the same id again is fine
+/// assert!(chain.inject_org_id(&OrgId::new("team-b")?).is_err());
+/// assert_eq!(chain.get("x-scope-orgid").unwrap(), "team-a");
+/// assert_eq!(chain.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl InjectOrgId for OutgoingMetadata {
+    fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
+        if needs_insert(self.get_all(ORG_ID_HEADER), value)? {
+            let value = Bytes::copy_from_slice(value.as_bytes());
+            *self = self
+                .append_bytes(ORG_ID_HEADER, value)
+                .map_err(InjectError::Metadata)?;
+        }
+        Ok(())
     }
 }
 
@@ -139,5 +179,39 @@ mod tests {
                 .unwrap_err(),
         );
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn outgoing_chain_follows_the_same_rules_and_keeps_earlier_handles() {
+        let parent = OutgoingMetadata::new()
+            .append_static("x-request-id", "42")
+            .unwrap();
+        let mut chain = parent.clone();
+        chain.inject_org_id(&OrgId::new("a").unwrap()).unwrap();
+        chain.inject_org_id(&OrgId::new("a").unwrap()).unwrap();
+        assert_eq!(chain.get_all("x-scope-orgid").count(), 1);
+        assert_eq!(parent.len(), 1, "the parent handle is unchanged");
+        let err = chain.inject_org_id(&OrgId::new("b").unwrap()).unwrap_err();
+        assert!(matches!(err, InjectError::DifferentOrgIdPresent { .. }));
+        assert_eq!(chain.len(), 2);
+    }
+
+    #[test]
+    fn outgoing_chain_size_limit_is_an_error_and_changes_nothing() {
+        // Room for the request id only: name + value + 32 bytes per entry.
+        let mut chain = OutgoingMetadata::with_limit(50)
+            .append_static("x-request-id", "42")
+            .unwrap();
+        let err = chain
+            .inject_org_id(&OrgId::new("team-a").unwrap())
+            .unwrap_err();
+        assert!(matches!(err, InjectError::Metadata(_)), "{err:?}");
+        assert!(
+            err.to_string().starts_with("cannot inject org id: "),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_some());
+        assert_eq!(chain.len(), 1);
+        assert!(chain.get("x-scope-orgid").is_none());
     }
 }
