@@ -1,0 +1,268 @@
+//! The unsafe core: zeroed heap buffers and the bump window over the current
+//! one.
+//!
+//! Invariant kept by everything here: in every buffer, the bytes from `used`
+//! to `size` are zero. Fresh memory comes from `alloc_zeroed`; a rewind zeroes
+//! exactly the used prefix; nothing ever hands out memory past `used` without
+//! moving `used` over it first. Memory handed out is therefore always zeroed.
+
+use std::alloc::{self, Layout};
+use std::cell::Cell;
+use std::ptr::{self, NonNull};
+
+use super::AllocError;
+
+/// Alignment of every buffer's base address. Requests with a larger alignment
+/// pad inside the buffer (go-arena sizes new buffers `size + align - 1` for
+/// that reason).
+pub(crate) const BUFFER_ALIGN: usize = 16;
+
+/// Bytes needed to move `addr` up to a multiple of `align` (a power of two).
+#[inline(always)]
+pub(crate) fn padding(addr: usize, align: usize) -> usize {
+    addr.wrapping_neg() & (align - 1)
+}
+
+/// One contiguous, zero-initialised heap block with a bump offset.
+///
+/// The memory is allocated lazily (go-arena creates `initial_buffer_count`
+/// buffers up front but touches their memory only on first use), freed by
+/// [`Buffer::free`] or on drop.
+pub(crate) struct Buffer {
+    memory: Option<NonNull<u8>>,
+    size: usize,
+    used: usize,
+}
+
+impl Buffer {
+    /// A buffer of `size` bytes whose memory is allocated on first use.
+    pub(crate) fn lazy(size: usize) -> Self {
+        Buffer {
+            memory: None,
+            size,
+            used: 0,
+        }
+    }
+
+    /// A buffer of `size` bytes with its memory allocated now.
+    pub(crate) fn allocated(size: usize) -> Result<Self, AllocError> {
+        let mut buffer = Buffer::lazy(size);
+        buffer.memory()?;
+        Ok(buffer)
+    }
+
+    fn layout(size: usize) -> Result<Layout, AllocError> {
+        Layout::from_size_align(size, BUFFER_ALIGN).map_err(|_| AllocError::SizeOverflow {
+            size,
+            align: BUFFER_ALIGN,
+        })
+    }
+
+    /// Capacity in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Bytes handed out from this buffer, padding included.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Bytes still free at the end of this buffer.
+    pub(crate) fn remaining(&self) -> usize {
+        self.size - self.used
+    }
+
+    /// The buffer's base address, allocating the zeroed memory if needed.
+    /// `None` for a zero-size buffer, which owns no memory.
+    pub(crate) fn memory(&mut self) -> Result<Option<NonNull<u8>>, AllocError> {
+        if self.memory.is_none() && self.size != 0 {
+            let layout = Buffer::layout(self.size)?;
+            // SAFETY: `layout` has a non-zero size (checked above) and a valid
+            // power-of-two alignment, as `alloc_zeroed` requires.
+            let raw = unsafe { alloc::alloc_zeroed(layout) };
+            let memory = NonNull::new(raw).ok_or(AllocError::OutOfMemory {
+                buffer_size: self.size,
+            })?;
+            self.memory = Some(memory);
+        }
+        Ok(self.memory)
+    }
+
+    /// Free bytes left after placing `size` bytes at `align` here, or `None`
+    /// if they do not fit. Needs the memory (the padding depends on the
+    /// address); a buffer without memory reports `None`.
+    pub(crate) fn room_after(&self, size: usize, align: usize) -> Option<usize> {
+        let base = self.memory?;
+        let pad = padding(base.as_ptr().addr().wrapping_add(self.used), align);
+        self.remaining().checked_sub(pad)?.checked_sub(size)
+    }
+
+    /// Hands out `size` bytes at `align` from this buffer and returns the
+    /// address and the bytes consumed (padding included), or `None` if they
+    /// do not fit. Allocates the memory lazily, but only when the request
+    /// could fit at all.
+    pub(crate) fn bump(
+        &mut self,
+        size: usize,
+        align: usize,
+    ) -> Result<Option<(NonNull<u8>, usize)>, AllocError> {
+        if size > self.remaining() {
+            return Ok(None);
+        }
+        let Some(base) = self.memory()? else {
+            return Ok(None);
+        };
+        let Some(left) = self.room_after(size, align) else {
+            return Ok(None);
+        };
+        let consumed = self.remaining() - left;
+        let start = self.used + (consumed - size);
+        self.used += consumed;
+        // SAFETY: `start + size <= self.size`, so the offset stays inside the
+        // live allocation of `self.size` bytes that starts at `base`.
+        let ptr = unsafe { base.add(start) };
+        Ok(Some((ptr, consumed)))
+    }
+
+    /// The `(pos, end)` pointers of the free tail, for use as the bump window.
+    /// Allocates the memory lazily; a zero-size buffer yields an empty window.
+    pub(crate) fn tail(&mut self) -> Result<(NonNull<u8>, NonNull<u8>), AllocError> {
+        let Some(base) = self.memory()? else {
+            return Ok((NonNull::dangling(), NonNull::dangling()));
+        };
+        // SAFETY: `used <= size` and `size` is the allocation's length, so both
+        // pointers are inside the allocation or one past its end.
+        unsafe { Ok((base.add(self.used), base.add(self.size))) }
+    }
+
+    /// Records the bump position `pos` (from the window) as this buffer's
+    /// `used` offset and returns the new offset.
+    pub(crate) fn sync_used(&mut self, pos: NonNull<u8>) -> usize {
+        if let Some(base) = self.memory {
+            self.used = pos.as_ptr().addr() - base.as_ptr().addr();
+        }
+        self.used
+    }
+
+    /// Zeroes the used prefix (once) and rewinds to an empty buffer.
+    pub(crate) fn rewind_zeroed(&mut self) {
+        if let Some(base) = self.memory {
+            // SAFETY: `used <= size`, the allocation is `size` bytes long and
+            // owned by this buffer; the caller holds `&mut`, so nothing else
+            // references it (the arena only rewinds through `&mut self`).
+            unsafe { ptr::write_bytes(base.as_ptr(), 0, self.used) };
+        }
+        self.used = 0;
+    }
+
+    /// Frees the memory (the buffer keeps its size and allocates again
+    /// lazily, as go-arena's `Release`) and rewinds to empty.
+    pub(crate) fn free(&mut self) {
+        if let Some(base) = self.memory.take() {
+            // SAFETY: `Buffer::layout` validated `(size, BUFFER_ALIGN)` before
+            // the memory was allocated, and `size` never changes; `base` came
+            // from `alloc_zeroed` with that layout and is freed once (`take`
+            // cleared the field).
+            unsafe {
+                let layout = Layout::from_size_align_unchecked(self.size, BUFFER_ALIGN);
+                alloc::dealloc(base.as_ptr(), layout);
+            }
+        }
+        self.used = 0;
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("size", &self.size)
+            .field("used", &self.used)
+            .field("allocated", &self.memory.is_some())
+            .finish()
+    }
+}
+
+/// The bump window: free tail `[pos, end)` of the current buffer. This is
+/// the whole fast path: one padding computation, two compares, one store.
+/// Empty (`pos == end`, dangling) when there is no current buffer.
+pub(crate) struct Window {
+    pos: Cell<NonNull<u8>>,
+    end: Cell<NonNull<u8>>,
+}
+
+impl Window {
+    pub(crate) fn empty() -> Self {
+        Window {
+            pos: Cell::new(NonNull::dangling()),
+            end: Cell::new(NonNull::dangling()),
+        }
+    }
+
+    pub(crate) fn pos(&self) -> NonNull<u8> {
+        self.pos.get()
+    }
+
+    /// Free bytes in the window.
+    pub(crate) fn remaining(&self) -> usize {
+        self.end.get().as_ptr().addr() - self.pos.get().as_ptr().addr()
+    }
+
+    /// Points the window at `[pos, end)` of a live buffer, or empties it.
+    pub(crate) fn set(&self, (pos, end): (NonNull<u8>, NonNull<u8>)) {
+        self.pos.set(pos);
+        self.end.set(end);
+    }
+
+    /// Bumps `size` bytes at `align` off the window, or `None` if they do
+    /// not fit.
+    #[inline(always)]
+    pub(crate) fn bump(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        let pos = self.pos.get();
+        let avail = self.remaining();
+        let pad = padding(pos.as_ptr().addr(), align);
+        if pad <= avail && size <= avail - pad {
+            // SAFETY: `pad + size <= end - pos` and `[pos, end)` lies inside
+            // one live buffer (or is empty, then `pad == size == 0`), so both
+            // offsets stay inside that allocation or one past its end.
+            unsafe {
+                let start = pos.add(pad);
+                self.pos.set(start.add(size));
+                Some(start)
+            }
+        } else {
+            None
+        }
+    }
+
+    /// Extends the block `[ptr, ptr + old_size)` to `new_size` bytes in place
+    /// if it ends exactly at `pos` and the window has room; returns whether it
+    /// did.
+    pub(crate) fn extend_last(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> bool {
+        let pos = self.pos.get();
+        let ends_at_pos = ptr.as_ptr().addr().wrapping_add(old_size) == pos.as_ptr().addr();
+        let extra = new_size - old_size;
+        if old_size != 0 && ends_at_pos && extra <= self.remaining() {
+            // SAFETY: `extra <= end - pos`, so the new position stays inside
+            // the current buffer's allocation or one past its end.
+            self.pos.set(unsafe { pos.add(extra) });
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl std::fmt::Debug for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
