@@ -58,6 +58,7 @@ mod bytes_buffer;
 mod error;
 pub mod low_waste;
 mod pool;
+pub mod replay;
 mod state;
 mod typed;
 
