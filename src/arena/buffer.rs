@@ -23,6 +23,15 @@ pub(crate) fn padding(addr: usize, align: usize) -> usize {
     addr.wrapping_neg() & (align - 1)
 }
 
+/// Size of a buffer holding `size` bytes plus `slack` bytes of alignment
+/// room, checked so that the buffer's layout is valid; `align` is only
+/// reported in the error.
+pub(crate) fn buffer_size(size: usize, slack: usize, align: usize) -> Result<usize, AllocError> {
+    size.checked_add(slack)
+        .filter(|&n| n <= isize::MAX as usize - (BUFFER_ALIGN - 1))
+        .ok_or(AllocError::SizeOverflow { size, align })
+}
+
 /// One contiguous, zero-initialised heap block with a bump offset.
 ///
 /// The memory is allocated lazily (go-arena creates `initial_buffer_count`

@@ -17,13 +17,12 @@ use super::{AllocError, MonotonicArena};
 ///
 /// ```
 /// use std::fmt::Write as _;
-/// use std::io::Write as _;
 /// use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
 ///
 /// let arena = MonotonicArena::new();
 /// let mut out = ByteBuffer::new(&arena);
-/// write!(out, "{{\"id\":{}", 7).unwrap();
-/// out.write_all(b",\"ok\":true}").unwrap();
+/// write!(out, "{{\"id\":{}", 7).unwrap(); // fmt::Write
+/// std::io::Write::write_all(&mut out, b",\"ok\":true}").unwrap(); // io::Write
 /// assert_eq!(out.as_str(), Ok(r#"{"id":7,"ok":true}"#));
 /// let frozen: &[u8] = out.into_bytes(); // lives as long as the arena borrow
 /// assert_eq!(frozen.len(), 18);

@@ -27,7 +27,7 @@
 use std::ptr::NonNull;
 
 use super::AllocError;
-use super::buffer::{BUFFER_ALIGN, Buffer, Window};
+use super::buffer::{BUFFER_ALIGN, Buffer, Window, buffer_size};
 use super::state::State;
 
 /// How many partly filled buffers are kept aside.
@@ -161,7 +161,5 @@ impl State {
 /// larger alignment needs slack.
 fn exact_size(size: usize, align: usize) -> Result<usize, AllocError> {
     let slack = if align > BUFFER_ALIGN { align - 1 } else { 0 };
-    size.checked_add(slack)
-        .filter(|&n| n <= isize::MAX as usize)
-        .ok_or(AllocError::SizeOverflow { size, align })
+    buffer_size(size, slack, align)
 }

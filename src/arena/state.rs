@@ -5,7 +5,7 @@
 
 use std::ptr::NonNull;
 
-use super::buffer::{Buffer, Window};
+use super::buffer::{Buffer, Window, buffer_size};
 use super::low_waste::Partials;
 use super::{AllocError, Config};
 
@@ -107,11 +107,7 @@ impl State {
 
     /// go-arena's growth size: `max(min_buffer_size, size + align - 1)`.
     pub(crate) fn growth_size(&self, size: usize, align: usize) -> Result<usize, AllocError> {
-        let needed = size
-            .checked_add(align - 1)
-            .filter(|&n| n <= isize::MAX as usize)
-            .ok_or(AllocError::SizeOverflow { size, align })?;
-        Ok(needed.max(self.config.min_buffer_size))
+        Ok(buffer_size(size, align - 1, align)?.max(self.config.min_buffer_size))
     }
 
     /// go-arena v1.3.0: walk from the cursor, first fit; the hit becomes the
