@@ -275,3 +275,92 @@ impl std::fmt::Debug for Window {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(ptr: NonNull<u8>, len: usize) -> Vec<u8> {
+        // SAFETY (test): callers pass ranges inside a live buffer.
+        unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len).to_vec() }
+    }
+
+    #[test]
+    fn padding_rounds_up_to_the_alignment() {
+        assert_eq!(padding(0, 8), 0);
+        assert_eq!(padding(1, 8), 7);
+        assert_eq!(padding(17, 16), 15);
+        assert_eq!(padding(4096, 4096), 0);
+        assert_eq!(padding(usize::MAX, 2), 1);
+    }
+
+    #[test]
+    fn memory_is_lazy_and_only_for_requests_that_can_fit() {
+        let mut buffer = Buffer::lazy(64);
+        assert!(buffer.memory.is_none());
+        assert!(buffer.bump(65, 1).unwrap().is_none());
+        assert!(
+            buffer.memory.is_none(),
+            "a request larger than the buffer allocates nothing"
+        );
+        let (ptr, consumed) = buffer.bump(10, 1).unwrap().unwrap();
+        assert_eq!((consumed, buffer.used()), (10, 10));
+        assert_eq!(read(ptr, 10), [0; 10]);
+        let (aligned, consumed) = buffer.bump(8, 16).unwrap().unwrap();
+        assert_eq!(aligned.as_ptr().addr() % 16, 0);
+        assert_eq!((consumed, buffer.used()), (6 + 8, 24));
+        assert_eq!(buffer.room_after(40, 1), Some(0));
+        assert_eq!(buffer.room_after(41, 1), None);
+    }
+
+    #[test]
+    fn zero_size_buffers_own_nothing() {
+        let mut buffer = Buffer::lazy(0);
+        assert!(buffer.memory().unwrap().is_none());
+        assert!(buffer.bump(1, 1).unwrap().is_none());
+        let (pos, end) = buffer.tail().unwrap();
+        assert_eq!(pos, end);
+        buffer.rewind_zeroed();
+        buffer.free();
+    }
+
+    #[test]
+    fn rewind_zeroes_the_used_prefix_and_free_reallocates_zeroed() {
+        let mut buffer = Buffer::allocated(32).unwrap();
+        let (ptr, _) = buffer.bump(20, 1).unwrap().unwrap();
+        // SAFETY (test): 20 bytes just handed out by the buffer.
+        unsafe { ptr.as_ptr().write_bytes(0xFF, 20) };
+        buffer.rewind_zeroed();
+        assert_eq!(buffer.used(), 0);
+        assert_eq!(read(ptr, 32), [0; 32]);
+        buffer.bump(32, 1).unwrap().unwrap();
+        buffer.free();
+        assert_eq!((buffer.used(), buffer.size()), (0, 32));
+        let (again, _) = buffer.bump(32, 1).unwrap().unwrap();
+        assert_eq!(read(again, 32), [0; 32]);
+    }
+
+    #[test]
+    fn window_bumps_inside_the_tail_and_syncs_back() {
+        let mut buffer = Buffer::allocated(64).unwrap();
+        buffer.bump(3, 1).unwrap().unwrap();
+        let window = Window::empty();
+        assert_eq!(window.remaining(), 0);
+        assert!(window.bump(1, 1).is_none());
+        window.set(buffer.tail().unwrap());
+        assert_eq!(window.remaining(), 61);
+        let a = window.bump(8, 8).unwrap();
+        assert_eq!(a.as_ptr().addr() % 8, 0);
+        assert!(window.bump(64, 1).is_none());
+        assert!(window.extend_last(a, 8, 20));
+        assert!(!window.extend_last(a, 8, 30), "no longer the newest end");
+        let used = buffer.sync_used(window.pos());
+        assert_eq!(
+            used,
+            3 + padding(buffer.memory.unwrap().as_ptr().addr() + 3, 8) + 20
+        );
+        assert!(window.bump(window.remaining(), 1).is_some());
+        assert_eq!(window.remaining(), 0);
+        assert!(!window.extend_last(a, 20, 21));
+    }
+}

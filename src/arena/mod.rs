@@ -27,6 +27,20 @@
 //! `Sync`. **Values placed in the arena are never dropped** (as in bumpalo):
 //! their memory is reclaimed wholesale, their `Drop` does not run.
 //!
+//! ```compile_fail
+//! # use tonic_hotpath::arena::MonotonicArena;
+//! let mut arena = MonotonicArena::new();
+//! let value = arena.alloc(1u64);
+//! arena.reset(); // error: `arena` is still borrowed by `value`
+//! assert_eq!(*value, 0);
+//! ```
+//!
+//! ```compile_fail
+//! # use tonic_hotpath::arena::MonotonicArena;
+//! fn shared_between_threads<T: Sync>(_: &T) {}
+//! shared_between_threads(&MonotonicArena::new()); // error: not `Sync`
+//! ```
+//!
 //! Opt-in [low-waste mode](MonotonicArenaBuilder::low_waste) keeps O(1)
 //! allocation but stops abandoning the free tail of a buffer when one
 //! request does not fit; see [`low_waste`] for the policy and trade-off.
