@@ -65,7 +65,7 @@ fn fill_prefix(arena: &MonotonicArena, prefix: usize) {
     }
 }
 
-fn alloc_8b(arena: &MonotonicArena) {
+fn alloc_8b(arena: &mut MonotonicArena) {
     black_box(arena.alloc_layout(EIGHT).unwrap());
 }
 
@@ -76,7 +76,7 @@ fn timed_chunks<S>(
     chunk: u64,
     state: &mut S,
     mut prepare: impl FnMut(&mut S),
-    mut alloc: impl FnMut(&S),
+    mut alloc: impl FnMut(&mut S),
 ) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
@@ -232,35 +232,24 @@ fn replay(c: &mut Criterion) {
 fn reset_1mib(c: &mut Criterion) {
     let mut group = c.benchmark_group("reset_1mib");
     let block = Layout::from_size_align(4 * KIB, 8).unwrap();
+    let blocks = 1024 * KIB / block.size();
     let mut arena = MonotonicArena::new();
+    let fill = |arena: &mut MonotonicArena| {
+        for _ in 0..blocks {
+            arena.alloc_layout(block).unwrap();
+        }
+    };
     group.bench_function("monotonic_arena", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                for _ in 0..(1024 * KIB / block.size()) {
-                    arena.alloc_layout(block).unwrap();
-                }
-                let start = Instant::now();
-                arena.reset();
-                total += start.elapsed();
-            }
-            total
-        })
+        b.iter_custom(|iters| timed_chunks(iters, 1, &mut arena, fill, MonotonicArena::reset))
     });
     let mut bump = Bump::new();
+    let fill = |bump: &mut Bump| {
+        for _ in 0..blocks {
+            bump.alloc_layout(block);
+        }
+    };
     group.bench_function("bumpalo_no_zeroing", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                for _ in 0..(1024 * KIB / block.size()) {
-                    bump.alloc_layout(block);
-                }
-                let start = Instant::now();
-                bump.reset();
-                total += start.elapsed();
-            }
-            total
-        })
+        b.iter_custom(|iters| timed_chunks(iters, 1, &mut bump, fill, Bump::reset))
     });
     let mut plain = vec![1u8; 1024 * KIB];
     group.bench_function("memset_1mib", |b| {

@@ -25,6 +25,17 @@ fn bytes(arena: &MonotonicArena, size: usize) -> NonNull<u8> {
         .expect("allocation")
 }
 
+/// Everything a failed allocation must leave alone.
+fn snapshot(arena: &MonotonicArena) -> [usize; 5] {
+    [
+        arena.len(),
+        arena.cap(),
+        arena.peak(),
+        arena.buffer_count(),
+        arena.cursor(),
+    ]
+}
+
 fn addr(ptr: NonNull<u8>) -> usize {
     ptr.as_ptr() as usize
 }
@@ -232,13 +243,7 @@ fn a_failed_allocation_changes_nothing() {
     let arena = arena(100, 1);
     bytes(&arena, 60);
     bytes(&arena, 60);
-    let before = (
-        arena.len(),
-        arena.cap(),
-        arena.peak(),
-        arena.buffer_count(),
-        arena.cursor(),
-    );
+    let before = snapshot(&arena);
     let huge = Layout::from_size_align(isize::MAX as usize - 16, 8).unwrap();
     let err = arena.alloc_layout(huge).unwrap_err();
     assert!(
@@ -246,19 +251,12 @@ fn a_failed_allocation_changes_nothing() {
         "{err:?}"
     );
     assert!(err.to_string().contains("overflows isize::MAX"), "{err}");
-    let after = (
-        arena.len(),
-        arena.cap(),
-        arena.peak(),
-        arena.buffer_count(),
-        arena.cursor(),
-    );
-    assert_eq!(before, after);
+    assert_eq!(snapshot(&arena), before);
     let err = arena
         .alloc_slice_fill_with(usize::MAX / 4, |_| -> u64 { unreachable!() })
         .unwrap_err();
     assert!(matches!(err, AllocError::SizeOverflow { .. }));
-    assert_eq!(arena.len(), before.0);
+    assert_eq!(snapshot(&arena), before);
     bytes(&arena, 10); // still usable
 }
 

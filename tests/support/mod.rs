@@ -46,7 +46,10 @@ pub fn endpoint(addr: SocketAddr) -> Endpoint {
 
 /// Connects a `Channel` to `addr`.
 pub async fn connect(addr: SocketAddr) -> Channel {
-    endpoint(addr).connect().await.expect("connect to test server")
+    endpoint(addr)
+        .connect()
+        .await
+        .expect("connect to test server")
 }
 
 /// Starts the plain [`EchoService`] with no layers and returns its address.
@@ -118,11 +121,9 @@ impl Echo for EchoService {
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<Self::BidirectionalStreamingEchoStream>, Status> {
-        let stream = request.into_inner().map(|message| {
-            message.map(|m| EchoResponse {
-                message: m.message,
-            })
-        });
+        let stream = request
+            .into_inner()
+            .map(|message| message.map(|m| EchoResponse { message: m.message }));
         Ok(Response::new(Box::pin(stream)))
     }
 }
