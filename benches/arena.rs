@@ -195,33 +195,60 @@ fn alloc_aligned(c: &mut Criterion) {
     group.finish();
 }
 
+/// Whole replays. Warm (the way a pooled arena is used): one arena reused,
+/// each replay = 100 000 allocations + the reset that zeroes what they used.
+/// Cold: build a new arena, replay, drop it (every buffer comes from the
+/// global allocator and goes back, so this mostly measures page faults).
 fn replay(c: &mut Criterion) {
     let mut group = c.benchmark_group("replay");
-    group.sample_size(20);
+    group.sample_size(10);
     for workload in [Workload::Mixed, Workload::Bimodal] {
         let requests: Vec<Layout> = workload.requests().collect();
         let name = format!("{workload:?}").to_lowercase();
         for mode in [Mode::Cursor, Mode::LowWaste] {
+            let build = || {
+                mode.builder()
+                    .initial_buffer_count(1)
+                    .min_buffer_size(Workload::BUFFER_SIZE)
+                    .build()
+            };
+            let run = |arena: &MonotonicArena| {
+                for &layout in &requests {
+                    black_box(arena.alloc_layout(layout).unwrap());
+                }
+            };
+            let mut arena = build();
             group.bench_function(BenchmarkId::new(mode.name(), &name), |b| {
                 b.iter(|| {
-                    let arena = mode
-                        .builder()
-                        .initial_buffer_count(1)
-                        .min_buffer_size(Workload::BUFFER_SIZE)
-                        .build();
-                    for &layout in &requests {
-                        black_box(arena.alloc_layout(layout).unwrap());
-                    }
+                    run(&arena);
+                    arena.reset();
+                })
+            });
+            let cold = format!("{}_cold", mode.name());
+            group.bench_function(BenchmarkId::new(cold, &name), |b| {
+                b.iter(|| {
+                    let arena = build();
+                    run(&arena);
                     arena
                 })
             });
         }
+        let run = |bump: &Bump| {
+            for &layout in &requests {
+                black_box(bump.alloc_layout(layout));
+            }
+        };
+        let mut bump = Bump::new();
         group.bench_function(BenchmarkId::new("bumpalo", &name), |b| {
             b.iter(|| {
+                run(&bump);
+                bump.reset();
+            })
+        });
+        group.bench_function(BenchmarkId::new("bumpalo_cold", &name), |b| {
+            b.iter(|| {
                 let bump = Bump::with_capacity(Workload::BUFFER_SIZE);
-                for &layout in &requests {
-                    black_box(bump.alloc_layout(layout));
-                }
+                run(&bump);
                 bump
             })
         });

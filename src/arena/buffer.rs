@@ -107,6 +107,12 @@ impl Buffer {
         self.remaining().checked_sub(pad)?.checked_sub(size)
     }
 
+    /// Addresses `(next, end)` of the free tail, if the memory exists.
+    pub(crate) fn free_range(&self) -> Option<(usize, usize)> {
+        let base = self.memory?.as_ptr().addr();
+        Some((base + self.used, base + self.size))
+    }
+
     /// Hands out `size` bytes at `align` from this buffer and returns the
     /// address and the bytes consumed (padding included), or `None` if they
     /// do not fit. Allocates the memory lazily, but only when the request

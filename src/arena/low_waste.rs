@@ -27,7 +27,7 @@
 use std::ptr::NonNull;
 
 use super::AllocError;
-use super::buffer::{BUFFER_ALIGN, Buffer, Window, buffer_size};
+use super::buffer::{BUFFER_ALIGN, Buffer, Window, buffer_size, padding};
 use super::state::State;
 
 /// How many partly filled buffers are kept aside.
@@ -37,10 +37,28 @@ pub const MIN_KEPT_TAIL: usize = 8;
 /// How many unused buffers a reused arena inspects before growing.
 pub const FRESH_SEARCH: usize = 8;
 
-/// A fixed-size set of buffer indices (no heap allocation).
+/// A partly filled buffer: its index and the address range of its free
+/// tail, cached so that a best-fit scan touches only this array.
+#[derive(Debug, Default, Clone, Copy)]
+struct Slot {
+    index: usize,
+    next: usize,
+    end: usize,
+}
+
+impl Slot {
+    /// Free bytes left after placing `size` bytes at `align`, if they fit.
+    #[inline]
+    fn room_after(&self, size: usize, align: usize) -> Option<usize> {
+        let pad = padding(self.next, align);
+        (self.end - self.next).checked_sub(pad)?.checked_sub(size)
+    }
+}
+
+/// A fixed-size set of partly filled buffers (no heap allocation).
 #[derive(Debug, Default)]
 pub(crate) struct Partials {
-    slots: [usize; PARTIAL_SLOTS],
+    slots: [Slot; PARTIAL_SLOTS],
     len: usize,
 }
 
@@ -49,7 +67,7 @@ impl Partials {
         self.len = 0;
     }
 
-    fn indices(&self) -> &[usize] {
+    fn slots(&self) -> &[Slot] {
         &self.slots[..self.len]
     }
 
@@ -58,38 +76,49 @@ impl Partials {
         self.slots[slot] = self.slots[self.len];
     }
 
-    /// The slot whose buffer has the least room left after taking the
-    /// request, if any can take it.
-    fn best_fit(&self, buffers: &[Buffer], size: usize, align: usize) -> Option<usize> {
-        self.indices()
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, &i)| Some((slot, buffers[i].room_after(size, align)?)))
-            .min_by_key(|&(_, room)| room)
-            .map(|(slot, _)| slot)
+    /// The slot that has the least room left after taking the request, if
+    /// any can take it.
+    fn best_fit(&self, size: usize, align: usize) -> Option<usize> {
+        let mut best: Option<(usize, usize)> = None;
+        for (slot, partial) in self.slots().iter().enumerate() {
+            if let Some(room) = partial.room_after(size, align) {
+                if best.is_none_or(|(_, least)| room < least) {
+                    best = Some((slot, room));
+                }
+            }
+        }
+        best.map(|(slot, _)| slot)
     }
 
     /// Keeps buffer `i` aside if it has a useful tail, evicting the partial
     /// with the least free space when the set is full.
     fn offer(&mut self, buffers: &[Buffer], i: usize) {
-        let room = buffers[i].remaining();
+        let Some((next, end)) = buffers[i].free_range() else {
+            return;
+        };
+        let room = end - next;
         if room < MIN_KEPT_TAIL {
             return;
         }
+        let slot = Slot {
+            index: i,
+            next,
+            end,
+        };
         if self.len < PARTIAL_SLOTS {
-            self.slots[self.len] = i;
+            self.slots[self.len] = slot;
             self.len += 1;
             return;
         }
-        let (slot, least) = self
-            .indices()
+        let (least_slot, least) = self
+            .slots()
             .iter()
             .enumerate()
-            .map(|(slot, &j)| (slot, buffers[j].remaining()))
+            .map(|(n, s)| (n, s.end - s.next))
             .min_by_key(|&(_, room)| room)
             .unwrap_or((0, usize::MAX));
         if least < room {
-            self.slots[slot] = i;
+            self.slots[least_slot] = slot;
         }
     }
 }
@@ -102,11 +131,14 @@ impl State {
         size: usize,
         align: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        if let Some(slot) = self.partials.best_fit(&self.buffers, size, align) {
-            let i = self.partials.slots[slot];
+        if let Some(slot) = self.partials.best_fit(size, align) {
+            let i = self.partials.slots[slot].index;
             let ptr = self.bump_in(i, size, align)?;
-            if self.buffers[i].remaining() < MIN_KEPT_TAIL {
-                self.partials.remove(slot);
+            match self.buffers[i].free_range() {
+                Some((next, end)) if end - next >= MIN_KEPT_TAIL => {
+                    self.partials.slots[slot].next = next;
+                }
+                _ => self.partials.remove(slot),
             }
             return ptr.ok_or(AllocError::SizeOverflow { size, align });
         }
