@@ -66,13 +66,18 @@ fn bimodal_cursor_abandons_tails_like_go_arena() {
     assert!((25.0..33.0).contains(&slack), "{slack}");
 }
 
+// go-arena v1.2.0 reports < 0.1 % for first fit; the last open buffers'
+// tails weigh a little more here (see the printed figures).
 #[test]
-fn first_fit_scan_leaves_almost_nothing() {
-    for workload in [Workload::Mixed, Workload::Bimodal] {
-        let slack = slack_percent(&replay(workload, Walk::FirstFit));
-        // go-arena v1.2.0: < 0.1 %.
-        assert!(slack < 0.2, "{workload:?}: {slack}");
-    }
+fn mixed_first_fit_scan_leaves_almost_nothing() {
+    let slack = slack_percent(&replay(Workload::Mixed, Walk::FirstFit));
+    assert!(slack < 0.2, "{slack}");
+}
+
+#[test]
+fn bimodal_first_fit_scan_leaves_almost_nothing() {
+    let slack = slack_percent(&replay(Workload::Bimodal, Walk::FirstFit));
+    assert!(slack < 0.2, "{slack}");
 }
 
 #[test]
