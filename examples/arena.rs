@@ -21,9 +21,7 @@ fn render(out: &mut ByteBuffer<'_>, count: usize) -> std::fmt::Result {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut arena = MonotonicArena::builder()
-        .min_buffer_size(16 * 1024)
-        .build();
+    let mut arena = MonotonicArena::builder().min_buffer_size(16 * 1024).build();
 
     {
         let mut out = ByteBuffer::new(&arena);
