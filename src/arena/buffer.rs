@@ -239,17 +239,20 @@ impl Window {
     /// not fit.
     #[inline(always)]
     pub(crate) fn bump(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        // Round up, then add: three dependent operations from `pos` to the
+        // new `pos`; the wrap checks are off that critical path.
         let pos = self.pos.get();
-        let avail = self.remaining();
-        let pad = padding(pos.as_ptr().addr(), align);
-        if pad <= avail && size <= avail - pad {
-            // SAFETY: `pad + size <= end - pos` and `[pos, end)` lies inside
-            // one live buffer (or is empty, then `pad == size == 0`), so both
-            // offsets stay inside that allocation or one past its end.
+        let addr = pos.as_ptr().addr();
+        let start = addr.wrapping_add(align - 1) & !(align - 1);
+        let stop = start.wrapping_add(size);
+        if start >= addr && stop >= start && stop <= self.end.get().as_ptr().addr() {
+            // SAFETY: `addr <= start <= stop <= end`, and `[pos, end)` lies
+            // inside one live buffer (or is empty, then `start == stop ==
+            // addr`), so both offsets stay inside that allocation or one past
+            // its end.
             unsafe {
-                let start = pos.add(pad);
-                self.pos.set(start.add(size));
-                Some(start)
+                self.pos.set(pos.add(stop - addr));
+                Some(pos.add(start - addr))
             }
         } else {
             None
