@@ -23,6 +23,27 @@
 //! the only waste left). After a reset, buffers are reused in order; one too
 //! small for a request is swapped behind the others rather than skipped for
 //! the rest of the cycle.
+//!
+//! # Trade-off, measured
+//!
+//! On go-arena's replay workloads (100 000 allocations, 4 KiB buffers; see
+//! [`replay`](super::replay) and `tests/arena_replay.rs`), slack is
+//! `(cap - len) / cap`:
+//!
+//! | workload | cursor (default) | first fit (go-arena v1.2.0) | low-waste |
+//! |---|---|---|---|
+//! | mixed [8, 512) | 4.19 % | 0.15 % | 0.61 % |
+//! | bimodal | 28.7 % | 0.09 % | 0.02 % |
+//!
+//! The fast path is unchanged. About one allocation in four (mixed) takes
+//! the slow path, which scans at most eight cached partials: a whole warm
+//! replay (allocations plus the reset that zeroes them) costs about 1.1-1.3x
+//! the cursor's; counting the allocations alone, about 3x (0.67 ms against
+//! 0.23 ms for the mixed replay). It needs fewer buffers (6 469 against
+//! 6 710 for mixed; 7 143 against 12 500 for bimodal), so a cold replay,
+//! which pays for every new buffer, is as fast or faster. Use it when memory
+//! matters more than the last nanosecond, or when request sizes are
+//! bimodal.
 
 use std::ptr::NonNull;
 

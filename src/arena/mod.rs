@@ -83,7 +83,9 @@ use std::ptr::NonNull;
 
 pub use bytes_buffer::ByteBuffer;
 pub use error::AllocError;
-pub use pool::{ArenaPool, PooledArena};
+pub use pool::{
+    ArenaPool, DEFAULT_MAX_IDLE, DEFAULT_POOLED_BUFFER_SIZE, MIN_POOLED_BUFFER_SIZE, PooledArena,
+};
 
 use buffer::Window;
 use state::State;
