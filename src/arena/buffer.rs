@@ -239,12 +239,25 @@ impl Window {
     /// not fit.
     #[inline(always)]
     pub(crate) fn bump(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        // Round up, then add: three dependent operations from `pos` to the
-        // new `pos`; the wrap checks are off that critical path.
         let pos = self.pos.get();
         let addr = pos.as_ptr().addr();
-        let start = addr.wrapping_add(align - 1) & !(align - 1);
-        let stop = start.wrapping_add(size);
+        let mask = align - 1;
+        // Two dependent operations from `pos` to the new `pos` when `size`
+        // is a multiple of `align` (always so for a Rust type, and constant
+        // folded for typed allocations): then rounding `addr + size` up is
+        // the same as rounding `addr` up and adding `size`. Otherwise round
+        // up, then add. `Layout` guarantees `size + mask <= isize::MAX`.
+        let (start, stop) = if size & mask == 0 {
+            let sum = addr.wrapping_add(size + mask);
+            if sum < addr {
+                return None; // wrapped around the address space
+            }
+            let stop = sum & !mask;
+            (stop - size, stop)
+        } else {
+            let start = addr.wrapping_add(mask) & !mask;
+            (start, start.wrapping_add(size))
+        };
         if start >= addr && stop >= start && stop <= self.end.get().as_ptr().addr() {
             // SAFETY: `addr <= start <= stop <= end`, and `[pos, end)` lies
             // inside one live buffer (or is empty, then `start == stop ==
@@ -361,7 +374,16 @@ mod tests {
         let a = window.bump(8, 8).unwrap();
         assert_eq!(a.as_ptr().addr() % 8, 0);
         assert!(window.bump(64, 1).is_none());
-        assert!(window.extend_last(a, 8, 20));
+        // Size not a multiple of the alignment: the round-up-then-add path.
+        let odd = window.bump(3, 16).unwrap();
+        assert_eq!(odd.as_ptr().addr() % 16, 0);
+        assert!(odd.as_ptr().addr() >= a.as_ptr().addr() + 8);
+        let a = window.bump(8, 8).unwrap();
+        assert_eq!(
+            a.as_ptr().addr(),
+            odd.as_ptr().addr() + 8,
+            "3 bytes + 5 of padding"
+        );
         assert!(!window.extend_last(a, 8, 30), "no longer the newest end");
         let used = buffer.sync_used(window.pos());
         assert_eq!(
