@@ -48,8 +48,9 @@
 //! Also here: an [`allocator_api2`] [`Allocator`](allocator_api2::alloc::Allocator)
 //! for `&MonotonicArena` (so `allocator_api2::vec::Vec<T, &MonotonicArena>`
 //! works and grows in place), a [`ByteBuffer`] implementing `io::Write` and
-//! `fmt::Write`, and an [`ArenaPool`] that sizes arenas from their recorded
-//! peak per use case.
+//! `fmt::Write`, an [`ArenaPool`] that sizes arenas from their recorded
+//! peak per use case, and go-arena's [`replay`] workloads for measuring
+//! slack.
 //!
 //! ```
 //! use tonic_hotpath::arena::MonotonicArena;
@@ -333,7 +334,8 @@ impl MonotonicArena {
         self.state().buffers.len()
     }
 
-    /// Index of the buffer the next walk starts at (go-arena's cursor).
+    /// Index of the buffer the next walk starts at (go-arena's cursor). In
+    /// low-waste mode: the index of the current (bump) buffer.
     pub fn cursor(&self) -> usize {
         self.state().cursor
     }
