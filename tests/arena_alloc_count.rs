@@ -1,0 +1,113 @@
+//! Heap allocations made by the arena, counted with a counting global
+//! allocator: the fast path, in-place `Vec` growth, reset and the pool's
+//! return path allocate nothing; growth allocates one buffer.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use allocator_api2::vec::Vec as ArenaVec;
+use tonic_hotpath::arena::{ArenaPool, ByteBuffer, MonotonicArena};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY (test): forwards every call to `System` unchanged, only counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Heap allocations made by this thread while running `f`.
+fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let result = f();
+    (ALLOCATIONS.with(Cell::get) - before, result)
+}
+
+#[test]
+fn fast_path_and_reset_allocate_nothing() {
+    let mut arena = MonotonicArena::builder().min_buffer_size(64 * 1024).build();
+    let (n, _) = allocations(|| {
+        for i in 0..1000u64 {
+            *arena.alloc(i) += 1;
+        }
+    });
+    assert_eq!(n, 1, "only the lazily allocated first buffer");
+    let (n, ()) = allocations(|| arena.reset());
+    assert_eq!(n, 0);
+    let (n, _) = allocations(|| {
+        for i in 0..1000u64 {
+            arena.alloc(i);
+        }
+    });
+    assert_eq!(n, 0, "the buffer is reused after reset");
+}
+
+#[test]
+fn growth_allocates_one_buffer_per_new_buffer() {
+    let arena = MonotonicArena::builder().min_buffer_size(1024).build();
+    arena.alloc(0u8);
+    let (n, _) = allocations(|| {
+        // 127 fill buffer 0 (1 byte + 7 padding used), 9 * 128 fill 9 more.
+        for _ in 0..(127 + 9 * 128) {
+            arena.alloc(0u64);
+        }
+    });
+    // 9 new buffers (the buffer list itself may also grow: at most a few
+    // reallocations).
+    assert!((9..=9 + 4).contains(&n), "{n}");
+    assert_eq!(arena.buffer_count(), 10);
+}
+
+#[test]
+fn vec_and_byte_buffer_grow_in_place_without_the_heap() {
+    let arena = MonotonicArena::builder().min_buffer_size(64 * 1024).build();
+    arena.alloc(0u8);
+    let (n, ()) = allocations(|| {
+        let mut v: ArenaVec<u64, &MonotonicArena> = ArenaVec::new_in(&arena);
+        for i in 0..1000 {
+            v.push(i);
+        }
+        let mut out = ByteBuffer::new(&arena);
+        for i in 0..1000 {
+            std::fmt::Write::write_fmt(&mut out, format_args!("{i},")).unwrap();
+        }
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn pool_round_trip_allocates_nothing_once_warm() {
+    let pool = ArenaPool::new();
+    // First use: builds the arena and its buffer, records the key.
+    pool.acquire(7).alloc(0u8);
+    let (n, ()) = allocations(|| {
+        for _ in 0..100 {
+            let arena = pool.acquire(7);
+            arena.alloc_slice_fill_with(100, |i| i as u8).unwrap();
+        }
+    });
+    assert_eq!(n, 0);
+}
