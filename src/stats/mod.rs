@@ -1,1 +1,2 @@
-//! `stats` (in progress).
+//! Combined gRPC stats handlers (placeholder while being built).
+pub mod frame;
