@@ -1,0 +1,273 @@
+//! The per-RPC shared record: every handler's state inline behind one
+//! mutex, plus what is needed to deliver exactly one `End`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderValue};
+use tonic::Code;
+
+use super::StatsHandler;
+use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
+use super::frame::FrameHeader;
+
+const GRPC_STATUS: &str = "grpc-status";
+const GRPC_MESSAGE: &str = "grpc-message";
+const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// One RPC's record, shared (one `Arc`) by the response future and the
+/// request and response body wrappers.
+pub(crate) struct RpcRecorder<H: StatsHandler> {
+    handler: Arc<H>,
+    side: Side,
+    begin_time: Instant,
+    deadline: Option<Instant>,
+    core: Mutex<Core<H::RpcState>>,
+}
+
+struct Core<S> {
+    state: S,
+    ended: bool,
+    code: Option<Code>,
+    message: Option<HeaderValue>,
+    error: Option<RpcError>,
+}
+
+impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcRecorder")
+            .field("side", &self.side)
+            .field("begin_time", &self.begin_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: StatsHandler> RpcRecorder<H> {
+    /// Tags the RPC, delivers `Begin`, then the request-headers event
+    /// (`InHeader` on the server, `OutHeader` on the client).
+    pub(crate) fn begin(
+        handler: &Arc<H>,
+        info: &RpcInfo<'_>,
+        conn: Option<&H::ConnState>,
+        request_headers: &HeaderMap,
+    ) -> Arc<Self> {
+        let begin_time = Instant::now();
+        let mut state = handler.tag_rpc(info, conn);
+        handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin_time });
+        let header_event = match info.side {
+            Side::Server => RpcEvent::InHeader(request_headers),
+            Side::Client => RpcEvent::OutHeader(request_headers),
+        };
+        handler.handle_rpc(&mut state, &header_event);
+        let deadline = request_headers
+            .get(GRPC_TIMEOUT)
+            .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+            .and_then(|timeout| begin_time.checked_add(timeout));
+        Arc::new(Self {
+            handler: Arc::clone(handler),
+            side: info.side,
+            begin_time,
+            deadline,
+            core: Mutex::new(Core {
+                state,
+                ended: false,
+                code: None,
+                message: None,
+                error: None,
+            }),
+        })
+    }
+
+    /// The direction of the response body on this side.
+    pub(crate) fn response_direction(&self) -> Direction {
+        match self.side {
+            Side::Server => Direction::Outbound,
+            Side::Client => Direction::Inbound,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core<H::RpcState>> {
+        // A handler that panicked must not stop the others from seeing `End`.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Delivers `event` unless the RPC has ended.
+    pub(crate) fn emit(&self, event: &RpcEvent<'_>) {
+        let mut core = self.lock();
+        if !core.ended {
+            self.handler.handle_rpc(&mut core.state, event);
+        }
+    }
+
+    /// Delivers a payload event for a decoded message header.
+    pub(crate) fn payload(&self, direction: Direction, header: FrameHeader) {
+        let payload = Payload {
+            length: header.length,
+            wire_length: header.wire_length(),
+            compressed: header.compressed,
+            time: Instant::now(),
+        };
+        self.emit(&match direction {
+            Direction::Inbound => RpcEvent::InPayload(payload),
+            Direction::Outbound => RpcEvent::OutPayload(payload),
+        });
+    }
+
+    /// Response headers: a trailers-only response (with `grpc-status`)
+    /// records its status and is reported as trailers; otherwise it is the
+    /// response-headers event.
+    pub(crate) fn response_headers(&self, headers: &HeaderMap) {
+        if headers.contains_key(GRPC_STATUS) {
+            self.trailers(headers);
+        } else {
+            self.emit(&match self.side {
+                Side::Server => RpcEvent::OutHeader(headers),
+                Side::Client => RpcEvent::InHeader(headers),
+            });
+        }
+    }
+
+    /// Records the status carried by `trailers` and delivers the trailer
+    /// event (`OutTrailer` on the server, `InTrailer` on the client).
+    pub(crate) fn trailers(&self, trailers: &HeaderMap) {
+        let mut core = self.lock();
+        if core.ended {
+            return;
+        }
+        if let Some(status) = trailers.get(GRPC_STATUS) {
+            core.code = Some(Code::from_bytes(status.as_bytes()));
+            core.message = trailers.get(GRPC_MESSAGE).cloned();
+        }
+        let event = match self.side {
+            Side::Server => RpcEvent::OutTrailer(trailers),
+            Side::Client => RpcEvent::InTrailer(trailers),
+        };
+        self.handler.handle_rpc(&mut core.state, &event);
+    }
+
+    /// Records an error; the first one is kept.
+    pub(crate) fn record_error(&self, error: RpcError, code: Option<Code>) {
+        let mut core = self.lock();
+        if core.error.is_none() {
+            core.error = Some(error);
+        }
+        if core.code.is_none() {
+            core.code = code;
+        }
+    }
+
+    /// Delivers `End` once. The code is the recorded status, else
+    /// `fallback` (and `fallback_error` is recorded); a `Cancelled` fallback after the request's deadline
+    /// becomes `DeadlineExceeded`.
+    pub(crate) fn end(&self, fallback: Code, fallback_error: Option<RpcError>) {
+        let mut core = self.lock();
+        if core.ended {
+            return;
+        }
+        core.ended = true;
+        let end_time = Instant::now();
+        let code = core.code.unwrap_or_else(|| match fallback {
+            Code::Cancelled if self.deadline.is_some_and(|d| end_time >= d) => {
+                Code::DeadlineExceeded
+            }
+            other => other,
+        });
+        if core.error.is_none() && core.code.is_none() {
+            core.error = fallback_error;
+        }
+        let Core {
+            state,
+            message,
+            error,
+            ..
+        } = &mut *core;
+        let message = message
+            .as_ref()
+            .and_then(|m| m.to_str().ok())
+            .unwrap_or_default();
+        let end = End {
+            code,
+            message,
+            begin_time: self.begin_time,
+            end_time,
+            error: error.as_ref(),
+        };
+        self.handler.handle_rpc(state, &RpcEvent::End(end));
+    }
+
+    /// The end for a body or future dropped early: the recorded status if
+    /// any, else `Cancelled`.
+    pub(crate) fn end_dropped(&self) {
+        self.end(Code::Cancelled, Some(RpcError::Cancelled));
+    }
+}
+
+/// Parses gRPC's `grpc-timeout` (`1-8 digits` + unit `H M S m u n`).
+fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let amount = digits
+        .iter()
+        .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(amount * 3600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// Maps an error from the inner service to a status code: a `tonic::Status`
+/// anywhere in the source chain gives its code, tonic's `TimeoutExpired`
+/// gives `DeadlineExceeded`, a connect failure `Unavailable`, anything else
+/// `Unknown`.
+pub(crate) fn classify_error(error: &(dyn std::error::Error + 'static)) -> Code {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(status) = error.downcast_ref::<tonic::Status>() {
+            return status.code();
+        }
+        if error.is::<tonic::TimeoutExpired>() {
+            return Code::DeadlineExceeded;
+        }
+        if error.is::<tonic::ConnectError>() {
+            return Code::Unavailable;
+        }
+        current = error.source();
+    }
+    Code::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_units() {
+        assert_eq!(parse_grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout(b"20m"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout(b"7n"), Some(Duration::from_nanos(7)));
+        assert_eq!(parse_grpc_timeout(b"S"), None);
+        assert_eq!(parse_grpc_timeout(b"123456789S"), None);
+        assert_eq!(parse_grpc_timeout(b"1x"), None);
+        assert_eq!(parse_grpc_timeout(b""), None);
+    }
+
+    #[test]
+    fn classify_walks_sources() {
+        let status = tonic::Status::not_found("x");
+        assert_eq!(classify_error(&status), Code::NotFound);
+        assert_eq!(
+            classify_error(&tonic::TimeoutExpired(())),
+            Code::DeadlineExceeded
+        );
+        let io = std::io::Error::other("boom");
+        assert_eq!(classify_error(&io), Code::Unknown);
+    }
+}
