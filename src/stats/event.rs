@@ -78,8 +78,8 @@ pub struct Payload {
 pub struct End<'a> {
     /// The final status code.
     pub code: Code,
-    /// The status message as carried in `grpc-message` (percent-encoded as
-    /// on the wire), or a description for locally observed endings.
+    /// The status message from `grpc-message` (percent-decoded), empty when
+    /// there was none.
     pub message: &'a str,
     /// When the RPC began.
     pub begin_time: Instant,

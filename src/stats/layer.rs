@@ -242,9 +242,8 @@ where
             conn.map(ConnTag::state),
             request.headers(),
         );
-        let request = request.map(|body| {
-            ObservedBody::new(body, Arc::clone(&recorder), Direction::Inbound, false)
-        });
+        let request = request
+            .map(|body| ObservedBody::new(body, Arc::clone(&recorder), Direction::Inbound, false));
         ResponseFuture::new(self.inner.call(request), recorder)
     }
 }
@@ -343,9 +342,9 @@ where
                 recorder.response_headers(response.headers());
                 let direction = recorder.response_direction();
                 let recorder = Arc::clone(recorder);
-                Poll::Ready(Ok(response.map(|body| {
-                    ObservedBody::new(body, recorder, direction, true)
-                })))
+                Poll::Ready(Ok(
+                    response.map(|body| ObservedBody::new(body, recorder, direction, true))
+                ))
             }
             Err(error) => {
                 let error: BoxError = error.into();

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use tonic::Code;
 
 use super::StatsHandler;
@@ -29,7 +29,7 @@ struct Core<S> {
     state: S,
     ended: bool,
     code: Option<Code>,
-    message: Option<HeaderValue>,
+    message: Option<String>,
     error: Option<RpcError>,
 }
 
@@ -136,7 +136,9 @@ impl<H: StatsHandler> RpcRecorder<H> {
         }
         if let Some(status) = trailers.get(GRPC_STATUS) {
             core.code = Some(Code::from_bytes(status.as_bytes()));
-            core.message = trailers.get(GRPC_MESSAGE).cloned();
+            core.message = trailers
+                .get(GRPC_MESSAGE)
+                .map(|message| percent_decode(message.as_bytes()));
         }
         let event = match self.side {
             Side::Server => RpcEvent::OutTrailer(trailers),
@@ -181,10 +183,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
             error,
             ..
         } = &mut *core;
-        let message = message
-            .as_ref()
-            .and_then(|m| m.to_str().ok())
-            .unwrap_or_default();
+        let message = message.as_deref().unwrap_or_default();
         let end = End {
             code,
             message,
@@ -200,6 +199,35 @@ impl<H: StatsHandler> RpcRecorder<H> {
     pub(crate) fn end_dropped(&self) {
         self.end(Code::Cancelled, Some(RpcError::Cancelled));
     }
+}
+
+/// Decodes `grpc-message`'s percent-encoding (invalid UTF-8 is replaced).
+fn percent_decode(encoded: &[u8]) -> String {
+    let mut decoded = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        let byte = encoded[i];
+        let escaped = match encoded.get(i + 1..i + 3) {
+            Some(&[hi, lo]) if byte == b'%' => hex(hi).zip(hex(lo)),
+            _ => None,
+        };
+        match escaped {
+            Some((hi, lo)) => {
+                decoded.push(hi << 4 | lo);
+                i += 3;
+            }
+            None => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn hex(digit: u8) -> Option<u8> {
+    char::from(digit).to_digit(16).map(|d| d as u8)
 }
 
 /// Parses gRPC's `grpc-timeout` (`1-8 digits` + unit `H M S m u n`).
@@ -257,6 +285,15 @@ mod tests {
         assert_eq!(parse_grpc_timeout(b"123456789S"), None);
         assert_eq!(parse_grpc_timeout(b"1x"), None);
         assert_eq!(parse_grpc_timeout(b""), None);
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode(b"no%20such%20echo"), "no such echo");
+        assert_eq!(percent_decode(b"100%"), "100%");
+        assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
+        assert_eq!(percent_decode(b"%E2%9C%93"), "\u{2713}");
+        assert_eq!(percent_decode(b"%FF"), "\u{FFFD}");
     }
 
     #[test]
