@@ -125,7 +125,9 @@ fn length_over_limit_is_an_error() {
     let mut seen = Vec::new();
     decoder.push(&[0, 0, 0, 0, 10], |h| seen.push(h)).unwrap();
     decoder.push(&[0; 10], |h| seen.push(h)).unwrap();
-    let error = decoder.push(&[1, 0, 0, 0, 11], |h| seen.push(h)).unwrap_err();
+    let error = decoder
+        .push(&[1, 0, 0, 0, 11], |h| seen.push(h))
+        .unwrap_err();
     assert_eq!(
         error,
         FrameError::TooLong {
