@@ -62,8 +62,8 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     ) -> Self {
         Self {
             inner,
+            decoder: FrameDecoder::with_max_message_len(recorder.max_message_len()),
             recorder,
-            decoder: FrameDecoder::new(),
             direction,
             ends_rpc,
         }

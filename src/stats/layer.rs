@@ -69,6 +69,7 @@ pub struct ClientSide;
 /// ```
 pub struct CombinedLayer<H, K> {
     handler: Arc<H>,
+    max_message_len: u32,
     side: PhantomData<fn() -> K>,
 }
 
@@ -76,6 +77,7 @@ impl<H, K> Clone for CombinedLayer<H, K> {
     fn clone(&self) -> Self {
         Self {
             handler: Arc::clone(&self.handler),
+            max_message_len: self.max_message_len,
             side: PhantomData,
         }
     }
@@ -85,6 +87,7 @@ impl<H: fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CombinedLayer")
             .field("handler", &self.handler)
+            .field("max_message_len", &self.max_message_len)
             .field("side", &std::any::type_name::<K>())
             .finish()
     }
@@ -95,6 +98,7 @@ impl CombinedLayer<(), ServerSide> {
     pub fn server() -> Self {
         Self {
             handler: Arc::new(()),
+            max_message_len: u32::MAX,
             side: PhantomData,
         }
     }
@@ -105,8 +109,20 @@ impl CombinedLayer<(), ClientSide> {
     pub fn client() -> Self {
         Self {
             handler: Arc::new(()),
+            max_message_len: u32::MAX,
             side: PhantomData,
         }
+    }
+}
+
+impl<H, K> CombinedLayer<H, K> {
+    /// Reports messages longer than `limit` bytes as a framing error in
+    /// [`End::error`](super::End::error) (and stops decoding that body's
+    /// framing). The default is no limit: the layer observes, it does not
+    /// enforce (tonic's own limits still apply).
+    pub fn max_message_len(mut self, limit: u32) -> Self {
+        self.max_message_len = limit;
+        self
     }
 }
 
@@ -115,6 +131,7 @@ impl<K> CombinedLayer<(), K> {
     pub fn with<H: StatsHandler>(self, handler: H) -> CombinedLayer<H, K> {
         CombinedLayer {
             handler: Arc::new(handler),
+            max_message_len: self.max_message_len,
             side: PhantomData,
         }
     }
@@ -125,6 +142,7 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
     pub fn with<H2: StatsHandler>(self, handler: H2) -> CombinedLayer<Chain<H, H2>, K> {
         CombinedLayer {
             handler: Arc::new(Chain::new(self.handler, handler)),
+            max_message_len: self.max_message_len,
             side: PhantomData,
         }
     }
@@ -150,6 +168,7 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
         ServerStats {
             inner,
             handler: Arc::clone(&self.handler),
+            max_message_len: self.max_message_len,
         }
     }
 }
@@ -161,6 +180,7 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
         ClientStats {
             inner,
             handler: Arc::clone(&self.handler),
+            max_message_len: self.max_message_len,
         }
     }
 }
@@ -171,6 +191,7 @@ macro_rules! stats_service {
         pub struct $name<S, H> {
             inner: S,
             handler: Arc<H>,
+            max_message_len: u32,
         }
 
         impl<S: Clone, H> Clone for $name<S, H> {
@@ -178,6 +199,7 @@ macro_rules! stats_service {
                 Self {
                     inner: self.inner.clone(),
                     handler: Arc::clone(&self.handler),
+                    max_message_len: self.max_message_len,
                 }
             }
         }
@@ -241,6 +263,7 @@ where
             &info,
             conn.map(ConnTag::state),
             request.headers(),
+            self.max_message_len,
         );
         let request = request
             .map(|body| ObservedBody::new(body, Arc::clone(&recorder), Direction::Inbound, false));
@@ -271,7 +294,13 @@ where
             peer_addr: None,
             local_addr: None,
         };
-        let recorder = RpcRecorder::begin(&self.handler, &info, None, request.headers());
+        let recorder = RpcRecorder::begin(
+            &self.handler,
+            &info,
+            None,
+            request.headers(),
+            self.max_message_len,
+        );
         let request = request.map(|body| {
             tonic::body::Body::new(ObservedBody::new(
                 body,

@@ -22,6 +22,7 @@ pub(crate) struct RpcRecorder<H: StatsHandler> {
     side: Side,
     begin_time: Instant,
     deadline: Option<Instant>,
+    max_message_len: u32,
     core: Mutex<Core<H::RpcState>>,
 }
 
@@ -50,6 +51,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         info: &RpcInfo<'_>,
         conn: Option<&H::ConnState>,
         request_headers: &HeaderMap,
+        max_message_len: u32,
     ) -> Arc<Self> {
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
@@ -68,6 +70,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
             side: info.side,
             begin_time,
             deadline,
+            max_message_len,
             core: Mutex::new(Core {
                 state,
                 ended: false,
@@ -76,6 +79,11 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 error: None,
             }),
         })
+    }
+
+    /// The message length limit for this RPC's bodies.
+    pub(crate) fn max_message_len(&self) -> u32 {
+        self.max_message_len
     }
 
     /// The direction of the response body on this side.

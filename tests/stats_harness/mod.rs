@@ -98,7 +98,7 @@ pub fn unary_request(body: &Bytes) -> Request<tonic::body::Body> {
 }
 
 /// Calls `service` with `request` and drives the response body to its end;
-/// returns the `grpc-status` from the trailers.
+/// returns the `grpc-status` from the headers (trailers-only) or trailers.
 pub async fn call_in_process<S, B>(service: &S, request: Request<tonic::body::Body>) -> Option<i32>
 where
     S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
@@ -111,8 +111,11 @@ where
         .oneshot(request)
         .await
         .expect("in-process call");
-    let collected = response.into_body().collect().await.expect("response body");
-    let trailers = collected.trailers()?;
-    let status = trailers.get("grpc-status")?.to_str().ok()?;
-    status.parse().ok()
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.expect("response body");
+    let status = match parts.headers.get("grpc-status") {
+        Some(status) => status,
+        None => collected.trailers()?.get("grpc-status")?,
+    };
+    status.to_str().ok()?.parse().ok()
 }
