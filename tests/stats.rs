@@ -174,9 +174,9 @@ async fn client<H: StatsHandler>(
             .expect("uri has an authority")
             .as_str()
             .to_owned();
-        tokio::net::TcpStream::connect(authority)
-            .await
-            .map(TokioIo::new)
+        let stream = tokio::net::TcpStream::connect(authority).await?;
+        stream.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(TokioIo::new(stream))
     });
     let connector = StatsConnector::new(connector, Arc::clone(layer.handler()));
     let channel = support::endpoint(addr)
