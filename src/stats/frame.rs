@@ -143,16 +143,26 @@ impl FrameDecoder {
                 chunk = &chunk[skip..];
                 continue;
             }
-            let filled = usize::from(self.prefix_filled);
-            let take = chunk.len().min(PREFIX_LEN - filled);
-            self.prefix[filled..filled + take].copy_from_slice(&chunk[..take]);
-            chunk = &chunk[take..];
-            self.prefix_filled += take as u8;
-            if usize::from(self.prefix_filled) < PREFIX_LEN {
-                continue;
-            }
-            self.prefix_filled = 0;
-            let header = self.parse_prefix().inspect_err(|error| {
+            let prefix = match (self.prefix_filled, chunk.first_chunk::<PREFIX_LEN>()) {
+                // Fast path: a whole prefix in this chunk.
+                (0, Some(prefix)) => {
+                    chunk = &chunk[PREFIX_LEN..];
+                    *prefix
+                }
+                _ => {
+                    let filled = usize::from(self.prefix_filled);
+                    let take = chunk.len().min(PREFIX_LEN - filled);
+                    self.prefix[filled..filled + take].copy_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                    self.prefix_filled += take as u8;
+                    if usize::from(self.prefix_filled) < PREFIX_LEN {
+                        continue;
+                    }
+                    self.prefix_filled = 0;
+                    self.prefix
+                }
+            };
+            let header = self.parse_prefix(prefix).inspect_err(|error| {
                 self.failed = Some(error.clone());
             })?;
             self.body_remaining = header.length;
@@ -161,13 +171,13 @@ impl FrameDecoder {
         Ok(())
     }
 
-    fn parse_prefix(&self) -> Result<FrameHeader, FrameError> {
-        let compressed = match self.prefix[0] {
+    fn parse_prefix(&self, prefix: [u8; PREFIX_LEN]) -> Result<FrameHeader, FrameError> {
+        let [flag, a, b, c, d] = prefix;
+        let compressed = match flag {
             0 => false,
             1 => true,
             flag => return Err(FrameError::BadFlag(flag)),
         };
-        let [_, a, b, c, d] = self.prefix;
         let length = u32::from_be_bytes([a, b, c, d]);
         if length > self.max_message_len {
             return Err(FrameError::TooLong {

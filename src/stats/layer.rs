@@ -233,6 +233,7 @@ impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ServerStats<S, H>
 where
     S: Service<Request<ObservedBody<ReqBody, H>>, Response = Response<ResBody>>,
     S::Error: Into<BoxError>,
+    ResBody: http_body::Body,
     H: StatsHandler,
 {
     type Response = Response<ObservedBody<ResBody, H>>;
@@ -275,6 +276,7 @@ impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ClientStats<S, H>
 where
     S: Service<Request<tonic::body::Body>, Response = Response<ResBody>>,
     S::Error: Into<BoxError>,
+    ResBody: http_body::Body,
     ReqBody: http_body::Body<Data = Bytes> + Send + 'static,
     ReqBody::Error: std::error::Error + Send + Sync + 'static,
     H: StatsHandler,
@@ -356,6 +358,7 @@ impl<F, H: StatsHandler> fmt::Debug for ResponseFuture<F, H> {
 impl<F, H, ResBody, E> Future for ResponseFuture<F, H>
 where
     F: Future<Output = Result<Response<ResBody>, E>>,
+    ResBody: http_body::Body,
     E: Into<BoxError>,
     H: StatsHandler,
 {
@@ -368,7 +371,7 @@ where
         let recorder = &*this.recorder;
         match result {
             Ok(response) => {
-                recorder.response_headers(response.headers());
+                recorder.response_headers(response.headers(), response.body().is_end_stream());
                 let direction = recorder.response_direction();
                 let recorder = Arc::clone(recorder);
                 Poll::Ready(Ok(

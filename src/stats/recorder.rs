@@ -4,16 +4,17 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::Code;
 
 use super::StatsHandler;
 use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
 use super::frame::FrameHeader;
 
-const GRPC_STATUS: &str = "grpc-status";
-const GRPC_MESSAGE: &str = "grpc-message";
-const GRPC_TIMEOUT: &str = "grpc-timeout";
+// Pre-built names: a lookup by `&HeaderName` skips parsing the name.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// One RPC's record, shared (one `Arc`) by the response future and the
 /// request and response body wrappers.
@@ -61,10 +62,14 @@ impl<H: StatsHandler> RpcRecorder<H> {
             Side::Client => RpcEvent::OutHeader(request_headers),
         };
         handler.handle_rpc(&mut state, &header_event);
-        let deadline = request_headers
-            .get(GRPC_TIMEOUT)
-            .and_then(|value| parse_grpc_timeout(value.as_bytes()))
-            .and_then(|timeout| begin_time.checked_add(timeout));
+        // The server learns its deadline from `grpc-timeout`; a client's
+        // own timeout surfaces as tonic's `TimeoutExpired` error instead.
+        let deadline = match info.side {
+            Side::Server => find(request_headers, &GRPC_TIMEOUT)
+                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+                .and_then(|timeout| begin_time.checked_add(timeout)),
+            Side::Client => None,
+        };
         Arc::new(Self {
             handler: Arc::clone(handler),
             side: info.side,
@@ -121,11 +126,12 @@ impl<H: StatsHandler> RpcRecorder<H> {
         });
     }
 
-    /// Response headers: a trailers-only response (with `grpc-status`)
-    /// records its status and is reported as trailers; otherwise it is the
-    /// response-headers event.
-    pub(crate) fn response_headers(&self, headers: &HeaderMap) {
-        if headers.contains_key(GRPC_STATUS) {
+    /// Response headers: a trailers-only response (an empty body and
+    /// `grpc-status` in the headers) records its status and is reported as
+    /// trailers; otherwise it is the response-headers event. Only an empty
+    /// body can be trailers-only, so the common case skips the lookup.
+    pub(crate) fn response_headers(&self, headers: &HeaderMap, body_is_empty: bool) {
+        if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
             self.trailers(headers);
         } else {
             self.emit(&match self.side {
@@ -142,11 +148,14 @@ impl<H: StatsHandler> RpcRecorder<H> {
         if core.ended {
             return;
         }
-        if let Some(status) = trailers.get(GRPC_STATUS) {
-            core.code = Some(Code::from_bytes(status.as_bytes()));
-            core.message = trailers
-                .get(GRPC_MESSAGE)
-                .map(|message| percent_decode(message.as_bytes()));
+        if let Some(status) = find(trailers, &GRPC_STATUS) {
+            let code = Code::from_bytes(status.as_bytes());
+            core.code = Some(code);
+            // tonic sends no message with OK; skip the second lookup then.
+            if code != Code::Ok {
+                core.message =
+                    find(trailers, &GRPC_MESSAGE).map(|message| percent_decode(message.as_bytes()));
+            }
         }
         let event = match self.side {
             Side::Server => RpcEvent::OutTrailer(trailers),
@@ -206,6 +215,20 @@ impl<H: StatsHandler> RpcRecorder<H> {
     /// any, else `Cancelled`.
     pub(crate) fn end_dropped(&self) {
         self.end(Code::Cancelled, Some(RpcError::Cancelled));
+    }
+}
+
+/// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
+/// one entry, request headers a handful) are scanned, which is cheaper than
+/// hashing the name; larger ones use the hash lookup.
+fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    const SCAN_UP_TO: usize = 8;
+    if headers.len() <= SCAN_UP_TO {
+        headers
+            .iter()
+            .find_map(|(key, value)| (key == name).then_some(value))
+    } else {
+        headers.get(name)
     }
 }
 
@@ -293,6 +316,20 @@ mod tests {
         assert_eq!(parse_grpc_timeout(b"123456789S"), None);
         assert_eq!(parse_grpc_timeout(b"1x"), None);
         assert_eq!(parse_grpc_timeout(b""), None);
+    }
+
+    #[test]
+    fn find_scans_small_maps_and_hashes_large_ones() {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-status", HeaderValue::from_static("5"));
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
+        assert!(find(&headers, &GRPC_MESSAGE).is_none());
+        for i in 0..20 {
+            let name = HeaderName::try_from(format!("x-{i}")).unwrap();
+            headers.insert(name, HeaderValue::from_static("v"));
+        }
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
+        assert!(find(&headers, &GRPC_TIMEOUT).is_none());
     }
 
     #[test]
