@@ -118,7 +118,7 @@ where
 /// The layer's per-RPC overhead, robust to a busy machine: the variants
 /// run interleaved, round after round, and each keeps its fastest round.
 fn interleaved_overhead() {
-    const ROUNDS: usize = 25;
+    const ROUNDS: usize = 40;
     let rt = runtime();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
