@@ -20,51 +20,28 @@ use criterion::{
 };
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, Noop, allocations, call_in_process, unary_body, unary_request,
+    CountingAllocator, allocations_per_call, call_in_process, combined, loopback_client, one_rpc,
+    unary_body, unary_request,
 };
-use support::{EchoClient, EchoRequest, EchoServer, EchoService};
+use support::{EchoClient, EchoServer, EchoService};
 use tokio::runtime::Runtime;
 use tonic::codegen::StdError;
 use tonic::service::Routes;
-use tonic::transport::Server;
 use tonic_hotpath::stats::CombinedLayer;
-use tower::layer::util::{Identity, Stack};
-use tower::{Layer, Service, ServiceBuilder};
+use tower::layer::util::Identity;
+use tower::{Layer, Service};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const IN_FLIGHT: usize = 32;
+const ALLOCATION_CALLS: u64 = 500;
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime")
-}
-
-/// `CombinedLayer` with the given number of no-op handlers, server or client.
-macro_rules! combined {
-    ($side:ident, 1) => {
-        CombinedLayer::$side().with(Noop)
-    };
-    ($side:ident, 2) => {
-        CombinedLayer::$side().with(Noop).with(Noop)
-    };
-    ($side:ident, 8) => {
-        CombinedLayer::$side()
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-            .with(Noop)
-    };
-    ($side:ident, stacked) => {
-        Stack::new(combined!($side, 1), combined!($side, 1))
-    };
 }
 
 // ---- in process: Routes + layer, body driven to trailers ----
@@ -79,7 +56,7 @@ where
 {
     let service = layer.layer(Routes::new(EchoServer::new(EchoService)));
     let body = unary_body("hello");
-    let per_rpc = rt.block_on(allocations_per_call(|| {
+    let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
         call_in_process(&service, unary_request(&body))
     }));
     println!("allocations/rpc  in-process server  {name:<18} {per_rpc:.2}");
@@ -157,50 +134,7 @@ fn in_process_server(c: &mut Criterion) {
     group.finish();
 }
 
-async fn allocations_per_call<F: std::future::Future>(mut call: impl FnMut() -> F) -> f64 {
-    const CALLS: u64 = 500;
-    for _ in 0..50 {
-        call().await;
-    }
-    let before = allocations();
-    for _ in 0..CALLS {
-        call().await;
-    }
-    (allocations() - before) as f64 / CALLS as f64
-}
-
 // ---- loopback: a real client and server on one current-thread runtime ----
-
-/// A client over loopback to a server, both with the given layers.
-macro_rules! loopback_client {
-    ($rt:expr, $server_layer:expr, $client_layer:expr) => {
-        $rt.block_on(async {
-            let (addr, incoming) = support::bind().await;
-            tokio::spawn(
-                Server::builder()
-                    .layer($server_layer)
-                    .add_service(EchoServer::new(EchoService))
-                    .serve_with_incoming(incoming),
-            );
-            let channel = support::connect(addr).await;
-            EchoClient::new(ServiceBuilder::new().layer($client_layer).service(channel))
-        })
-    };
-}
-
-async fn one_rpc<T>(mut client: EchoClient<T>)
-where
-    T: tonic::client::GrpcService<tonic::body::Body>,
-    T::Error: Into<StdError>,
-    T::ResponseBody: http_body::Body<Data = Bytes> + Send + 'static,
-    <T::ResponseBody as http_body::Body>::Error: Into<StdError> + Send,
-{
-    let request = EchoRequest {
-        message: "hello".to_owned(),
-    };
-    let reply = client.unary_echo(request).await.expect("rpc");
-    black_box(reply);
-}
 
 /// Loopback RPCs one after another, or `IN_FLIGHT` at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +157,9 @@ fn loopback<T>(
     <T::ResponseBody as http_body::Body>::Error: Into<StdError> + Send,
 {
     if load == Load::Sequential {
-        let per_rpc = rt.block_on(allocations_per_call(|| one_rpc(client.clone())));
+        let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
+            one_rpc(client.clone())
+        }));
         println!("allocations/rpc  loopback (c+s)     {name:<18} {per_rpc:.2}");
         group.bench_function(name, |b| {
             b.to_async(rt).iter(|| one_rpc(client.clone()));
@@ -251,17 +187,23 @@ fn loopback_unary(c: &mut Criterion) {
     ] {
         let mut group = c.benchmark_group(group_name);
         let g = &mut group;
-        let client = loopback_client!(rt, Identity::new(), Identity::new());
+        let client = rt.block_on(loopback_client!(Identity::new(), Identity::new()));
         loopback(g, load, &rt, "no_layer", client);
-        let client = loopback_client!(rt, CombinedLayer::server(), CombinedLayer::client());
+        let client = rt.block_on(loopback_client!(
+            CombinedLayer::server(),
+            CombinedLayer::client()
+        ));
         loopback(g, load, &rt, "combined_0", client);
-        let client = loopback_client!(rt, combined!(server, 1), combined!(client, 1));
+        let client = rt.block_on(loopback_client!(combined!(server, 1), combined!(client, 1)));
         loopback(g, load, &rt, "combined_1", client);
-        let client = loopback_client!(rt, combined!(server, 2), combined!(client, 2));
+        let client = rt.block_on(loopback_client!(combined!(server, 2), combined!(client, 2)));
         loopback(g, load, &rt, "combined_2", client);
-        let client = loopback_client!(rt, combined!(server, 8), combined!(client, 8));
+        let client = rt.block_on(loopback_client!(combined!(server, 8), combined!(client, 8)));
         loopback(g, load, &rt, "combined_8", client);
-        let client = loopback_client!(rt, combined!(server, stacked), combined!(client, stacked));
+        let client = rt.block_on(loopback_client!(
+            combined!(server, stacked),
+            combined!(client, stacked)
+        ));
         loopback(g, load, &rt, "stacked_2", client);
         group.finish();
     }

@@ -209,38 +209,63 @@ async fn pair<E: Echo>(echo: E) -> (Arc<Recorder>, Arc<Recorder>, Client<Arc<Rec
     (server, client_rec, client)
 }
 
+/// What an RPC carried, for building the exact expected event sequences.
+struct Expect<'a> {
+    /// Lengths of the request messages, in order.
+    requests: &'a [u32],
+    /// Lengths of the response messages, in order.
+    responses: &'a [u32],
+    /// `false` for a trailers-only response.
+    response_headers: bool,
+    end: Ev,
+}
+
+impl Expect<'_> {
+    /// grpc-go's server order: Begin, InHeader, InPayload*, OutHeader,
+    /// OutPayload*, OutTrailer, End.
+    fn server(&self) -> Vec<Ev> {
+        let mut events = vec![Ev::Begin, Ev::InHeader];
+        events.extend(self.requests.iter().map(|&l| Ev::InPayload(l)));
+        events.extend(self.response_headers.then_some(Ev::OutHeader));
+        events.extend(self.responses.iter().map(|&l| Ev::OutPayload(l)));
+        events.extend([Ev::OutTrailer, self.end.clone()]);
+        events
+    }
+
+    /// grpc-go's client order: Begin, OutHeader, OutPayload*, InHeader,
+    /// InPayload*, InTrailer, End.
+    fn client(&self) -> Vec<Ev> {
+        let mut events = vec![Ev::Begin, Ev::OutHeader];
+        events.extend(self.requests.iter().map(|&l| Ev::OutPayload(l)));
+        events.extend(self.response_headers.then_some(Ev::InHeader));
+        events.extend(self.responses.iter().map(|&l| Ev::InPayload(l)));
+        events.extend([Ev::InTrailer, self.end.clone()]);
+        events
+    }
+
+    /// Waits for both sides' `End`, then checks each side's exact sequence.
+    async fn check(&self, server: &Recorder, client: &Recorder) {
+        wait_until("server End", || server.ended() == 1).await;
+        wait_until("client End", || client.ended() == 1).await;
+        assert_eq!(server.rpcs(), [self.server()]);
+        assert_eq!(client.rpcs(), [self.client()]);
+    }
+}
+
 #[tokio::test]
 async fn unary_event_sequence_on_both_sides() {
     let (server, client_rec, mut client) = pair(EchoService).await;
     let reply = client.unary_echo(request("hello")).await.unwrap();
     assert_eq!(reply.into_inner().message, "hello");
-    wait_until("server End", || server.ended() == 1).await;
-    wait_until("client End", || client_rec.ended() == 1).await;
     let n = len_of("hello");
-    assert_eq!(
-        server.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::InHeader,
-            Ev::InPayload(n),
-            Ev::OutHeader,
-            Ev::OutPayload(n),
-            Ev::OutTrailer,
-            ok()
-        ]]
-    );
-    assert_eq!(
-        client_rec.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::OutHeader,
-            Ev::OutPayload(n),
-            Ev::InHeader,
-            Ev::InPayload(n),
-            Ev::InTrailer,
-            ok()
-        ]]
-    );
+    Expect {
+        requests: &[n],
+        responses: &[n],
+        response_headers: true,
+        end: ok(),
+    }
+    .check(&server, &client_rec)
+    .await;
     let tagged = server.tagged.lock().unwrap().clone();
     let (method, side, conn, peer) = tagged[&0].clone();
     assert_eq!(method, "/hotpath.echo.Echo/UnaryEcho");
@@ -265,38 +290,14 @@ async fn server_streaming_event_sequence() {
         words.push(reply.unwrap().message);
     }
     assert_eq!(words, ["a", "bb", "ccc"]);
-    wait_until("server End", || server.ended() == 1).await;
-    wait_until("client End", || client_rec.ended() == 1).await;
-    let n = len_of("a bb ccc");
-    let (a, b, c) = (len_of("a"), len_of("bb"), len_of("ccc"));
-    assert_eq!(
-        server.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::InHeader,
-            Ev::InPayload(n),
-            Ev::OutHeader,
-            Ev::OutPayload(a),
-            Ev::OutPayload(b),
-            Ev::OutPayload(c),
-            Ev::OutTrailer,
-            ok()
-        ]]
-    );
-    assert_eq!(
-        client_rec.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::OutHeader,
-            Ev::OutPayload(n),
-            Ev::InHeader,
-            Ev::InPayload(a),
-            Ev::InPayload(b),
-            Ev::InPayload(c),
-            Ev::InTrailer,
-            ok()
-        ]]
-    );
+    Expect {
+        requests: &[len_of("a bb ccc")],
+        responses: &[len_of("a"), len_of("bb"), len_of("ccc")],
+        response_headers: true,
+        end: ok(),
+    }
+    .check(&server, &client_rec)
+    .await;
 }
 
 #[tokio::test]
@@ -306,18 +307,15 @@ async fn client_streaming_event_sequence() {
     let outbound = tokio_stream::iter(messages.map(request));
     let reply = client.client_streaming_echo(outbound).await.unwrap();
     assert_eq!(reply.into_inner().message, "x yy zzz");
-    wait_until("server End", || server.ended() == 1).await;
-    wait_until("client End", || client_rec.ended() == 1).await;
     let sent: Vec<u32> = messages.iter().map(|m| len_of(m)).collect();
-    let n = len_of("x yy zzz");
-    let mut expected_server = vec![Ev::Begin, Ev::InHeader];
-    expected_server.extend(sent.iter().map(|&l| Ev::InPayload(l)));
-    expected_server.extend([Ev::OutHeader, Ev::OutPayload(n), Ev::OutTrailer, ok()]);
-    assert_eq!(server.rpcs(), [expected_server]);
-    let mut expected_client = vec![Ev::Begin, Ev::OutHeader];
-    expected_client.extend(sent.iter().map(|&l| Ev::OutPayload(l)));
-    expected_client.extend([Ev::InHeader, Ev::InPayload(n), Ev::InTrailer, ok()]);
-    assert_eq!(client_rec.rpcs(), [expected_client]);
+    Expect {
+        requests: &sent,
+        responses: &[len_of("x yy zzz")],
+        response_headers: true,
+        end: ok(),
+    }
+    .check(&server, &client_rec)
+    .await;
 }
 
 /// Bidi interleaving follows real timing: check each direction's order and
@@ -443,30 +441,14 @@ async fn trailers_only_not_found_on_both_sides() {
     let (server, client_rec, mut client) = pair(Failing).await;
     let status = client.unary_echo(request("hi")).await.unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
-    wait_until("server End", || server.ended() == 1).await;
-    wait_until("client End", || client_rec.ended() == 1).await;
-    let n = len_of("hi");
-    let end = Ev::End(Code::NotFound, "no such echo".to_owned());
-    assert_eq!(
-        server.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::InHeader,
-            Ev::InPayload(n),
-            Ev::OutTrailer,
-            end.clone()
-        ]]
-    );
-    assert_eq!(
-        client_rec.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::OutHeader,
-            Ev::OutPayload(n),
-            Ev::InTrailer,
-            end
-        ]]
-    );
+    Expect {
+        requests: &[len_of("hi")],
+        responses: &[],
+        response_headers: false,
+        end: Ev::End(Code::NotFound, "no such echo".to_owned()),
+    }
+    .check(&server, &client_rec)
+    .await;
 }
 
 #[tokio::test]
@@ -481,34 +463,14 @@ async fn not_found_in_trailers_after_a_message() {
     let status = stream.next().await.unwrap().unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
     drop(stream);
-    wait_until("server End", || server.ended() == 1).await;
-    wait_until("client End", || client_rec.ended() == 1).await;
-    let end = Ev::End(Code::NotFound, "gone midway".to_owned());
-    let (n, first) = (len_of("x"), len_of("first"));
-    assert_eq!(
-        server.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::InHeader,
-            Ev::InPayload(n),
-            Ev::OutHeader,
-            Ev::OutPayload(first),
-            Ev::OutTrailer,
-            end.clone()
-        ]]
-    );
-    assert_eq!(
-        client_rec.rpcs(),
-        [vec![
-            Ev::Begin,
-            Ev::OutHeader,
-            Ev::OutPayload(n),
-            Ev::InHeader,
-            Ev::InPayload(first),
-            Ev::InTrailer,
-            end
-        ]]
-    );
+    Expect {
+        requests: &[len_of("x")],
+        responses: &[len_of("first")],
+        response_headers: true,
+        end: Ev::End(Code::NotFound, "gone midway".to_owned()),
+    }
+    .check(&server, &client_rec)
+    .await;
 }
 
 #[tokio::test]

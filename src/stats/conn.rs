@@ -197,35 +197,44 @@ impl<IO: AsyncRead, H: StatsHandler> AsyncRead for StatsIo<IO, H> {
     }
 }
 
-impl<IO: AsyncWrite, H: StatsHandler> AsyncWrite for StatsIo<IO, H> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
-    }
+/// Implements a write trait (tokio's `AsyncWrite` or hyper's `rt::Write`,
+/// which share their method set) by delegating to the wrapped IO.
+macro_rules! delegate_write {
+    ($write:path) => {
+        impl<IO: $write, H: StatsHandler> $write for StatsIo<IO, H> {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.project().io.poll_write(cx, buf)
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_flush(cx)
-    }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.project().io.poll_flush(cx)
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_shutdown(cx)
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.project().io.poll_shutdown(cx)
+            }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
-    }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                self.project().io.poll_write_vectored(cx, bufs)
+            }
 
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
+            fn is_write_vectored(&self) -> bool {
+                self.io.is_write_vectored()
+            }
+        }
+    };
 }
+
+delegate_write!(AsyncWrite);
+delegate_write!(hyper::rt::Write);
 
 impl<IO: hyper::rt::Read, H: StatsHandler> hyper::rt::Read for StatsIo<IO, H> {
     fn poll_read(
@@ -234,36 +243,6 @@ impl<IO: hyper::rt::Read, H: StatsHandler> hyper::rt::Read for StatsIo<IO, H> {
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         self.project().io.poll_read(cx, buf)
-    }
-}
-
-impl<IO: hyper::rt::Write, H: StatsHandler> hyper::rt::Write for StatsIo<IO, H> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Include with `#[path = "../tests/stats_harness/mod.rs"] mod stats_harness;`
 //! (benches) or `mod stats_harness;` (tests), next to `support`.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,3 +119,87 @@ where
     };
     status.to_str().ok()?.parse().ok()
 }
+
+/// Allocations per call of `one`: after a warm-up, the least of three runs
+/// of `calls` calls, so one-off allocations elsewhere in the process (lazy
+/// runtime initialisation) do not count.
+pub async fn allocations_per_call<F: std::future::Future>(
+    calls: u64,
+    mut one: impl FnMut() -> F,
+) -> f64 {
+    for _ in 0..calls.min(50) {
+        one().await;
+    }
+    let mut least = f64::MAX;
+    for _ in 0..3 {
+        let before = allocations();
+        for _ in 0..calls {
+            one().await;
+        }
+        least = least.min((allocations() - before) as f64 / calls as f64);
+    }
+    least
+}
+
+/// One unary echo RPC through `client`.
+pub async fn one_rpc<T>(mut client: super::support::EchoClient<T>)
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: Body<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let request = EchoRequest {
+        message: "hello".to_owned(),
+    };
+    let reply = client.unary_echo(request).await.expect("rpc");
+    std::hint::black_box(reply);
+}
+
+/// `CombinedLayer::server()` / `::client()` with 1, 2 or 8 [`Noop`]
+/// handlers, or (`stacked`) two one-handler layers stacked the naive way.
+macro_rules! combined {
+    ($side:ident, 1) => {
+        ::tonic_hotpath::stats::CombinedLayer::$side().with($crate::stats_harness::Noop)
+    };
+    ($side:ident, 2) => {
+        combined!($side, 1).with($crate::stats_harness::Noop)
+    };
+    ($side:ident, 8) => {
+        combined!($side, 2)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+    };
+    ($side:ident, stacked) => {
+        ::tower::layer::util::Stack::new(combined!($side, 1), combined!($side, 1))
+    };
+}
+pub(crate) use combined;
+
+/// An echo server with `$server_layer` on 127.0.0.1 and an `EchoClient`
+/// over a `Channel` wrapped in `$client_layer` (an async block).
+macro_rules! loopback_client {
+    ($server_layer:expr, $client_layer:expr $(,)?) => {
+        async {
+            let (addr, incoming) = $crate::support::bind().await;
+            tokio::spawn(
+                ::tonic::transport::Server::builder()
+                    .layer($server_layer)
+                    .add_service($crate::support::EchoServer::new(
+                        $crate::support::EchoService,
+                    ))
+                    .serve_with_incoming(incoming),
+            );
+            let channel = $crate::support::connect(addr).await;
+            let layered = ::tower::ServiceBuilder::new()
+                .layer($client_layer)
+                .service(channel);
+            $crate::support::EchoClient::new(layered)
+        }
+    };
+}
+pub(crate) use loopback_client;
