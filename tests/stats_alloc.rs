@@ -124,14 +124,14 @@ fn loopback_allocations_per_rpc() {
     );
     // Server: the shared record. Client: the shared record and the request
     // body re-boxed into `tonic::body::Body` for the Channel. (Averages:
-    // allow a hundredth of an allocation of transport noise.)
+    // allow a twentieth of an allocation of transport noise.)
     let added = two - none;
     assert!(
-        (added - 3.0).abs() < 0.01,
+        (added - 3.0).abs() < 0.05,
         "2+2 handlers add {added} allocations"
     );
     assert!(
-        (eight - two).abs() < 0.01,
+        (eight - two).abs() < 0.05,
         "8 vs 2 handlers: {eight} vs {two}"
     );
 }
