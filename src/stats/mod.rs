@@ -22,29 +22,97 @@
 //! dropped (cancelled), the deadline passes or a body fails; events that
 //! would arrive after `End` are not delivered.
 //!
+//! A server and a client, each with two handlers, over 127.0.0.1:
+//!
 //! ```
+//! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU64, Ordering};
-//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
 //!
-//! /// Counts messages received on every RPC.
+//! use tonic::Code;
+//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler, StatsIncoming};
+//!
+//! /// Counts RPCs that ended with each outcome.
 //! #[derive(Debug, Default)]
-//! struct InMessages(AtomicU64);
+//! struct Outcomes {
+//!     ok: AtomicU64,
+//!     failed: AtomicU64,
+//! }
 //!
-//! impl StatsHandler for InMessages {
+//! impl StatsHandler for Outcomes {
 //!     type RpcState = ();
 //!     type ConnState = ();
+//!
 //!     fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
-//!         if let RpcEvent::InPayload(_) = event {
-//!             self.0.fetch_add(1, Ordering::Relaxed);
+//!         if let RpcEvent::End(end) = event {
+//!             let counter = if end.code == Code::Ok { &self.ok } else { &self.failed };
+//!             counter.fetch_add(1, Ordering::Relaxed);
 //!         }
 //!     }
 //! }
 //!
-//! let layer = CombinedLayer::server()
-//!     .with(InMessages::default())
-//!     .with(InMessages::default());
-//! // tonic::transport::Server::builder().layer(layer).add_service(..)
-//! # let _ = layer;
+//! /// Logs each RPC's end; its per-RPC state is the method name.
+//! #[derive(Debug)]
+//! struct EndLog;
+//!
+//! impl StatsHandler for EndLog {
+//!     type RpcState = String;
+//!     type ConnState = ();
+//!
+//!     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> String {
+//!         format!("{:?} {}", info.side, info.method)
+//!     }
+//!
+//!     fn handle_rpc(&self, rpc: &mut String, event: &RpcEvent<'_>) {
+//!         if let RpcEvent::End(end) = event {
+//!             println!("{rpc}: {:?} after {:?}", end.code, end.end_time - end.begin_time);
+//!         }
+//!     }
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//!     let server_outcomes = Arc::new(Outcomes::default());
+//!     let client_outcomes = Arc::new(Outcomes::default());
+//!
+//!     // Server: two handlers, each event built once and handed to both in
+//!     // order; the wrapped incoming stream adds ConnBegin/ConnEnd.
+//!     let layer = CombinedLayer::server()
+//!         .with(Arc::clone(&server_outcomes))
+//!         .with(EndLog);
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     let incoming = StatsIncoming::new(
+//!         tokio_stream::wrappers::TcpListenerStream::new(listener),
+//!         Arc::clone(layer.handler()),
+//!     );
+//!     // (No services registered: every RPC ends `Unimplemented`.)
+//!     let server = tonic::transport::Server::builder()
+//!         .layer(layer)
+//!         .add_routes(tonic::service::Routes::default())
+//!         .serve_with_incoming(incoming);
+//!     tokio::spawn(server);
+//!
+//!     // Client: the same layer over a Channel; generated clients accept it.
+//!     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+//!         .connect()
+//!         .await?;
+//!     let layered = tower::ServiceBuilder::new()
+//!         .layer(CombinedLayer::client().with(Arc::clone(&client_outcomes)).with(EndLog))
+//!         .service(channel);
+//!     let mut grpc = tonic::client::Grpc::new(layered);
+//!     grpc.ready().await?;
+//!     let status = grpc
+//!         .unary::<(), (), _>(
+//!             tonic::Request::new(()),
+//!             http::uri::PathAndQuery::from_static("/demo.Greeter/Hello"),
+//!             tonic_prost::ProstCodec::default(),
+//!         )
+//!         .await
+//!         .unwrap_err();
+//!     assert_eq!(status.code(), Code::Unimplemented);
+//!     assert_eq!(client_outcomes.failed.load(Ordering::Relaxed), 1);
+//!     Ok(())
+//! }
 //! ```
 
 mod body;
