@@ -2,7 +2,6 @@
 //! the response body, delivers trailers and `End`.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -13,7 +12,8 @@ use tonic::Code;
 use super::StatsHandler;
 use super::event::{Direction, RpcError};
 use super::frame::FrameDecoder;
-use super::recorder::{RpcRecorder, classify_error};
+use super::pool::RecordRef;
+use super::recorder::classify_error;
 
 pin_project! {
     /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
@@ -26,7 +26,7 @@ pin_project! {
     pub struct ObservedBody<B, H: StatsHandler> {
         #[pin]
         inner: B,
-        recorder: Arc<RpcRecorder<H>>,
+        recorder: RecordRef<H>,
         decoder: FrameDecoder,
         direction: Direction,
         ends_rpc: bool,
@@ -56,7 +56,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// (`ends_rpc`) also completes the RPC.
     pub(crate) fn new(
         inner: B,
-        recorder: Arc<RpcRecorder<H>>,
+        recorder: RecordRef<H>,
         direction: Direction,
         ends_rpc: bool,
     ) -> Self {
@@ -84,38 +84,44 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
-        let recorder: &RpcRecorder<H> = this.recorder;
+        let recorder = &**this.recorder;
         let direction = *this.direction;
         let result = std::task::ready!(this.inner.poll_frame(cx));
         match &result {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    let decoded = this
-                        .decoder
-                        .push(data, |header| recorder.payload(direction, header));
+                    let mut batch = recorder.payloads(direction);
+                    let decoded = this.decoder.push(data, |header| batch.payload(header));
+                    drop(batch);
                     if let Err(error) = decoded {
                         recorder.record_error(RpcError::Frame { direction, error }, None);
                     }
                 } else if let Some(trailers) = frame.trailers_ref() {
                     if *this.ends_rpc {
-                        recorder.trailers(trailers);
-                        end_at_stream_end(recorder, this.decoder, direction);
+                        let error = framing_error_at_end(this.decoder, direction);
+                        recorder.trailers_then_end(trailers, error);
                     }
                 }
             }
             Some(Err(error)) => {
                 let code = classify_error(error);
                 let message = error.to_string();
-                recorder.record_error(RpcError::Body { direction, message }, Some(code));
+                let error = RpcError::Body { direction, message };
                 if *this.ends_rpc {
-                    recorder.end(code, None);
+                    recorder.end(Some((error, Some(code))), code, None);
+                } else {
+                    recorder.record_error(error, Some(code));
                 }
             }
             None => {
+                let error = framing_error_at_end(this.decoder, direction);
                 if *this.ends_rpc {
-                    end_at_stream_end(recorder, this.decoder, direction);
-                } else if let Err(error) = this.decoder.finish() {
-                    recorder.record_error(RpcError::Frame { direction, error }, None);
+                    // Complete without trailers: `Unknown`, as tonic reports
+                    // a missing status.
+                    let error = error.map(|error| (error, None));
+                    recorder.end(error, Code::Unknown, Some(RpcError::MissingStatus));
+                } else if let Some(error) = error {
+                    recorder.record_error(error, None);
                 }
             }
         }
@@ -131,15 +137,10 @@ where
     }
 }
 
-/// The response stream is complete: check framing, then deliver `End` with
-/// the status seen (or `Unknown`, as tonic reports a missing status).
-fn end_at_stream_end<H: StatsHandler>(
-    recorder: &RpcRecorder<H>,
-    decoder: &FrameDecoder,
-    direction: Direction,
-) {
-    if let Err(error) = decoder.finish() {
-        recorder.record_error(RpcError::Frame { direction, error }, None);
-    }
-    recorder.end(Code::Unknown, Some(RpcError::MissingStatus));
+/// The body is complete: a message cut short is a framing error.
+fn framing_error_at_end(decoder: &FrameDecoder, direction: Direction) -> Option<RpcError> {
+    decoder
+        .finish()
+        .err()
+        .map(|error| RpcError::Frame { direction, error })
 }

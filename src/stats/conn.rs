@@ -27,8 +27,10 @@ use super::event::{ConnEvent, ConnInfo, Side};
 /// On the server, a [`StatsIo`]'s `Connected::ConnectInfo` is its
 /// `ConnTag`: tonic puts it into every request's extensions, where the
 /// server layer finds it and hands each handler its connection state in
-/// [`StatsHandler::tag_rpc`]. (It replaces tonic's `TcpConnectInfo` in the
-/// extensions; the addresses are available here.)
+/// [`StatsHandler::tag_rpc`]. It takes the place of tonic's
+/// `TcpConnectInfo` there; the server layer puts a `TcpConnectInfo` with
+/// the same addresses back, so `tonic::Request::remote_addr()` and
+/// `local_addr()` keep working behind the layer.
 pub struct ConnTag<H: StatsHandler> {
     shared: Arc<ConnShared<H>>,
 }

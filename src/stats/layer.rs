@@ -19,6 +19,7 @@ use super::body::ObservedBody;
 use super::combined::Chain;
 use super::conn::ConnTag;
 use super::event::{Direction, RpcError, RpcInfo, Side};
+use super::pool::{LayerShared, RecordRef};
 use super::recorder::{RpcRecorder, classify_error};
 
 /// The error type of the layered services: the inner service's error, boxed
@@ -42,7 +43,12 @@ pub struct ClientSide;
 /// - Several handlers ([`with`](Self::with) repeatedly) form a static
 ///   [`Chain`]: each event is built once and the same reference is handed
 ///   to each handler in registration order; all per-RPC states live inline
-///   in one per-RPC allocation.
+///   in one per-RPC record.
+///
+/// Each layered service keeps a small bounded free list of per-RPC records
+/// (at most 128 idle): once warm, an RPC reuses a record instead of
+/// allocating one, and every handler state in it is re-created by
+/// [`StatsHandler::tag_rpc`](super::StatsHandler::tag_rpc).
 ///
 /// Cloning the layer or its services is one `Arc` clone.
 ///
@@ -151,6 +157,15 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
     pub fn handler(&self) -> &Arc<H> {
         &self.handler
     }
+
+    /// What one layered service shares with its clones and RPCs, including
+    /// its own free list of per-RPC records.
+    fn shared(&self) -> Arc<LayerShared<H>> {
+        Arc::new(LayerShared::new(
+            Arc::clone(&self.handler),
+            self.max_message_len,
+        ))
+    }
 }
 
 impl<S, K> Layer<S> for CombinedLayer<(), K> {
@@ -167,8 +182,7 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
     fn layer(&self, inner: S) -> Self::Service {
         ServerStats {
             inner,
-            handler: Arc::clone(&self.handler),
-            max_message_len: self.max_message_len,
+            shared: self.shared(),
         }
     }
 }
@@ -179,8 +193,7 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
     fn layer(&self, inner: S) -> Self::Service {
         ClientStats {
             inner,
-            handler: Arc::clone(&self.handler),
-            max_message_len: self.max_message_len,
+            shared: self.shared(),
         }
     }
 }
@@ -188,27 +201,26 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
 macro_rules! stats_service {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        pub struct $name<S, H> {
+        pub struct $name<S, H: StatsHandler> {
             inner: S,
-            handler: Arc<H>,
-            max_message_len: u32,
+            shared: Arc<LayerShared<H>>,
         }
 
-        impl<S: Clone, H> Clone for $name<S, H> {
+        impl<S: Clone, H: StatsHandler> Clone for $name<S, H> {
             fn clone(&self) -> Self {
                 Self {
                     inner: self.inner.clone(),
-                    handler: Arc::clone(&self.handler),
-                    max_message_len: self.max_message_len,
+                    shared: Arc::clone(&self.shared),
                 }
             }
         }
 
-        impl<S: fmt::Debug, H: fmt::Debug> fmt::Debug for $name<S, H> {
+        impl<S: fmt::Debug, H: StatsHandler + fmt::Debug> fmt::Debug for $name<S, H> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($name))
                     .field("inner", &self.inner)
-                    .field("handler", &self.handler)
+                    .field("handler", &self.shared.handler)
+                    .field("max_message_len", &self.shared.max_message_len)
                     .finish()
             }
         }
@@ -244,15 +256,21 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let extensions = request.extensions();
         let conn = extensions.get::<ConnTag<H>>();
-        let (peer_addr, local_addr) = match conn {
-            Some(conn) => (conn.peer_addr(), conn.local_addr()),
-            None => extensions
-                .get::<TcpConnectInfo>()
-                .map_or((None, None), |tcp| (tcp.remote_addr, tcp.local_addr)),
+        let tcp = extensions.get::<TcpConnectInfo>();
+        let (peer_addr, local_addr) = match (conn, tcp) {
+            (_, Some(tcp)) => (tcp.remote_addr, tcp.local_addr),
+            (Some(conn), None) => (conn.peer_addr(), conn.local_addr()),
+            (None, None) => (None, None),
         };
+        // Behind `StatsIncoming`, tonic put our `ConnTag` where it would
+        // have put `TcpConnectInfo`; put that back so the service's
+        // `Request::remote_addr()` / `local_addr()` keep working (one small
+        // allocation per RPC, only when the connection has addresses).
+        let restore_tcp_info =
+            conn.is_some() && tcp.is_none() && (peer_addr.is_some() || local_addr.is_some());
         let info = RpcInfo {
             side: Side::Server,
             method: request.uri().path(),
@@ -260,14 +278,19 @@ where
             local_addr,
         };
         let recorder = RpcRecorder::begin(
-            &self.handler,
+            &self.shared,
             &info,
             conn.map(ConnTag::state),
             request.headers(),
-            self.max_message_len,
         );
+        if restore_tcp_info {
+            request.extensions_mut().insert(TcpConnectInfo {
+                local_addr,
+                remote_addr: peer_addr,
+            });
+        }
         let request = request
-            .map(|body| ObservedBody::new(body, Arc::clone(&recorder), Direction::Inbound, false));
+            .map(|body| ObservedBody::new(body, recorder.clone(), Direction::Inbound, false));
         ResponseFuture::new(self.inner.call(request), recorder)
     }
 }
@@ -296,17 +319,11 @@ where
             peer_addr: None,
             local_addr: None,
         };
-        let recorder = RpcRecorder::begin(
-            &self.handler,
-            &info,
-            None,
-            request.headers(),
-            self.max_message_len,
-        );
+        let recorder = RpcRecorder::begin(&self.shared, &info, None, request.headers());
         let request = request.map(|body| {
             tonic::body::Body::new(ObservedBody::new(
                 body,
-                Arc::clone(&recorder),
+                recorder.clone(),
                 Direction::Outbound,
                 false,
             ))
@@ -323,7 +340,7 @@ pin_project! {
     pub struct ResponseFuture<F, H: StatsHandler> {
         #[pin]
         inner: F,
-        recorder: Arc<RpcRecorder<H>>,
+        recorder: RecordRef<H>,
         completed: bool,
     }
 
@@ -337,7 +354,7 @@ pin_project! {
 }
 
 impl<F, H: StatsHandler> ResponseFuture<F, H> {
-    fn new(inner: F, recorder: Arc<RpcRecorder<H>>) -> Self {
+    fn new(inner: F, recorder: RecordRef<H>) -> Self {
         Self {
             inner,
             recorder,
@@ -373,7 +390,7 @@ where
             Ok(response) => {
                 recorder.response_headers(response.headers(), response.body().is_end_stream());
                 let direction = recorder.response_direction();
-                let recorder = Arc::clone(recorder);
+                let recorder = this.recorder.clone();
                 Poll::Ready(Ok(
                     response.map(|body| ObservedBody::new(body, recorder, direction, true))
                 ))
@@ -382,8 +399,11 @@ where
                 let error: BoxError = error.into();
                 let code = classify_error(&*error);
                 let message = error.to_string();
-                recorder.record_error(RpcError::Service { message }, Some(code));
-                recorder.end(code, None);
+                recorder.end(
+                    Some((RpcError::Service { message }, Some(code))),
+                    code,
+                    None,
+                );
                 Poll::Ready(Err(error))
             }
         }

@@ -5,9 +5,12 @@
 //! them. Here the combination is static: a [`CombinedLayer`] holds any
 //! number of [`StatsHandler`]s, builds each [`RpcEvent`] once and hands the
 //! same reference to each handler in registration order. All handlers'
-//! per-RPC states live inline in one per-RPC allocation, shared by the
+//! per-RPC states live inline in one per-RPC record, shared by the
 //! response future and the body wrappers, so an extra handler costs no
-//! allocation.
+//! allocation; records are recycled through a bounded free list per
+//! layered service, so in steady state the server layer allocates nothing
+//! per RPC and the client layer once (the request body re-boxed for the
+//! `Channel`).
 //!
 //! - Server: `Server::builder().layer(CombinedLayer::server().with(h))`.
 //! - Client: `ServiceBuilder::new().layer(CombinedLayer::client().with(h)).service(channel)`.
@@ -121,6 +124,7 @@ mod conn;
 mod event;
 pub mod frame;
 mod layer;
+mod pool;
 mod recorder;
 
 pub use body::ObservedBody;

@@ -10,16 +10,20 @@ use tonic::Code;
 use super::StatsHandler;
 use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
 use super::frame::FrameHeader;
+use super::pool::{LayerShared, RecordRef};
 
 // Pre-built names: a lookup by `&HeaderName` skips parsing the name.
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// One RPC's record, shared (one `Arc`) by the response future and the
-/// request and response body wrappers.
+/// One RPC's record, shared by the response future and the request and
+/// response body wrappers (each through a [`RecordRef`]). Records are
+/// recycled through the layer's free list ([`LayerShared`]).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
-    handler: Arc<H>,
+    /// The layer's shared part while the record serves an RPC; `None` while
+    /// it waits in the free list (the list must not own itself).
+    shared: Option<Arc<LayerShared<H>>>,
     side: Side,
     begin_time: Instant,
     deadline: Option<Instant>,
@@ -35,6 +39,18 @@ struct Core<S> {
     error: Option<RpcError>,
 }
 
+impl<S: Default> Core<S> {
+    fn new(state: S) -> Self {
+        Self {
+            state,
+            ended: false,
+            code: None,
+            message: None,
+            error: None,
+        }
+    }
+}
+
 impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcRecorder")
@@ -46,14 +62,15 @@ impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
 
 impl<H: StatsHandler> RpcRecorder<H> {
     /// Tags the RPC, delivers `Begin`, then the request-headers event
-    /// (`InHeader` on the server, `OutHeader` on the client).
+    /// (`InHeader` on the server, `OutHeader` on the client). The record is
+    /// an idle one from the layer's free list when there is one.
     pub(crate) fn begin(
-        handler: &Arc<H>,
+        shared: &Arc<LayerShared<H>>,
         info: &RpcInfo<'_>,
         conn: Option<&H::ConnState>,
         request_headers: &HeaderMap,
-        max_message_len: u32,
-    ) -> Arc<Self> {
+    ) -> RecordRef<H> {
+        let handler = &*shared.handler;
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
         handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin_time });
@@ -70,20 +87,38 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 .and_then(|timeout| begin_time.checked_add(timeout)),
             Side::Client => None,
         };
-        Arc::new(Self {
-            handler: Arc::clone(handler),
+        let fresh = Self {
+            shared: Some(Arc::clone(shared)),
             side: info.side,
             begin_time,
             deadline,
-            max_message_len,
-            core: Mutex::new(Core {
-                state,
-                ended: false,
-                code: None,
-                message: None,
-                error: None,
-            }),
-        })
+            max_message_len: shared.max_message_len,
+            core: Mutex::new(Core::new(state)),
+        };
+        let record = match shared.take_idle() {
+            Some(mut idle) => match Arc::get_mut(&mut idle) {
+                // Unshared (it was unique when returned, and taking it from
+                // the list is the only way to reach it): overwrite it whole.
+                Some(slot) => {
+                    *slot = fresh;
+                    idle
+                }
+                None => Arc::new(fresh),
+            },
+            None => Arc::new(fresh),
+        };
+        RecordRef::new(record)
+    }
+
+    /// Detaches a record whose last holder is going away from its layer:
+    /// drops the handler states, status and error, and returns the layer's
+    /// shared part (to put the record in its free list), or `None` if the
+    /// record was already detached.
+    pub(crate) fn release(&mut self) -> Option<Arc<LayerShared<H>>> {
+        let shared = self.shared.take()?;
+        let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
+        *core = Core::new(H::RpcState::default());
+        Some(shared)
     }
 
     /// The message length limit for this RPC's bodies.
@@ -104,26 +139,30 @@ impl<H: StatsHandler> RpcRecorder<H> {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Delivers `event` unless the RPC has ended.
-    pub(crate) fn emit(&self, event: &RpcEvent<'_>) {
-        let mut core = self.lock();
-        if !core.ended {
-            self.handler.handle_rpc(&mut core.state, event);
+    /// Hands `event` to the handlers (unless the record is detached, which
+    /// a holder never observes).
+    fn deliver(&self, state: &mut H::RpcState, event: &RpcEvent<'_>) {
+        if let Some(shared) = &self.shared {
+            shared.handler.handle_rpc(state, event);
         }
     }
 
-    /// Delivers a payload event for a decoded message header.
-    pub(crate) fn payload(&self, direction: Direction, header: FrameHeader) {
-        let payload = Payload {
-            length: header.length,
-            wire_length: header.wire_length(),
-            compressed: header.compressed,
-            time: Instant::now(),
-        };
-        self.emit(&match direction {
-            Direction::Inbound => RpcEvent::InPayload(payload),
-            Direction::Outbound => RpcEvent::OutPayload(payload),
-        });
+    /// Delivers `event` unless the RPC has ended.
+    fn emit(&self, event: &RpcEvent<'_>) {
+        let mut core = self.lock();
+        if !core.ended {
+            self.deliver(&mut core.state, event);
+        }
+    }
+
+    /// Payload events for the messages whose prefixes one body chunk holds:
+    /// one lock and one clock read serve them all (they arrived together).
+    pub(crate) fn payloads(&self, direction: Direction) -> PayloadBatch<'_, H> {
+        PayloadBatch {
+            recorder: self,
+            direction,
+            open: None,
+        }
     }
 
     /// Response headers: a trailers-only response (an empty body and
@@ -132,7 +171,8 @@ impl<H: StatsHandler> RpcRecorder<H> {
     /// body can be trailers-only, so the common case skips the lookup.
     pub(crate) fn response_headers(&self, headers: &HeaderMap, body_is_empty: bool) {
         if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
-            self.trailers(headers);
+            let mut core = self.lock();
+            self.trailers_locked(&mut core, headers);
         } else {
             self.emit(&match self.side {
                 Side::Server => RpcEvent::OutHeader(headers),
@@ -141,10 +181,20 @@ impl<H: StatsHandler> RpcRecorder<H> {
         }
     }
 
-    /// Records the status carried by `trailers` and delivers the trailer
-    /// event (`OutTrailer` on the server, `InTrailer` on the client).
-    pub(crate) fn trailers(&self, trailers: &HeaderMap) {
+    /// The response's trailers close the RPC: records their status,
+    /// delivers the trailer event (`OutTrailer` on the server, `InTrailer`
+    /// on the client) and `End`, under one lock. `error` is a framing error
+    /// found at the end of the body.
+    pub(crate) fn trailers_then_end(&self, trailers: &HeaderMap, error: Option<RpcError>) {
         let mut core = self.lock();
+        if let Some(error) = error {
+            core.record_error(error, None);
+        }
+        self.trailers_locked(&mut core, trailers);
+        self.end_locked(&mut core, Code::Unknown, Some(RpcError::MissingStatus));
+    }
+
+    fn trailers_locked(&self, core: &mut Core<H::RpcState>, trailers: &HeaderMap) {
         if core.ended {
             return;
         }
@@ -161,25 +211,37 @@ impl<H: StatsHandler> RpcRecorder<H> {
             Side::Server => RpcEvent::OutTrailer(trailers),
             Side::Client => RpcEvent::InTrailer(trailers),
         };
-        self.handler.handle_rpc(&mut core.state, &event);
+        self.deliver(&mut core.state, &event);
     }
 
     /// Records an error; the first one is kept.
     pub(crate) fn record_error(&self, error: RpcError, code: Option<Code>) {
-        let mut core = self.lock();
-        if core.error.is_none() {
-            core.error = Some(error);
-        }
-        if core.code.is_none() {
-            core.code = code;
-        }
+        self.lock().record_error(error, code);
     }
 
-    /// Delivers `End` once. The code is the recorded status, else
-    /// `fallback` (and `fallback_error` is recorded); a `Cancelled` fallback after the request's deadline
-    /// becomes `DeadlineExceeded`.
-    pub(crate) fn end(&self, fallback: Code, fallback_error: Option<RpcError>) {
+    /// Records `error` (if any, with `code`) and delivers `End` once, under
+    /// one lock. The code is the recorded status, else `fallback` (and
+    /// `fallback_error` is recorded); a `Cancelled` fallback after the
+    /// request's deadline becomes `DeadlineExceeded`.
+    pub(crate) fn end(
+        &self,
+        error: Option<(RpcError, Option<Code>)>,
+        fallback: Code,
+        fallback_error: Option<RpcError>,
+    ) {
         let mut core = self.lock();
+        if let Some((error, code)) = error {
+            core.record_error(error, code);
+        }
+        self.end_locked(&mut core, fallback, fallback_error);
+    }
+
+    fn end_locked(
+        &self,
+        core: &mut Core<H::RpcState>,
+        fallback: Code,
+        fallback_error: Option<RpcError>,
+    ) {
         if core.ended {
             return;
         }
@@ -199,7 +261,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
             message,
             error,
             ..
-        } = &mut *core;
+        } = core;
         let message = message.as_deref().unwrap_or_default();
         let end = End {
             code,
@@ -208,13 +270,57 @@ impl<H: StatsHandler> RpcRecorder<H> {
             end_time,
             error: error.as_ref(),
         };
-        self.handler.handle_rpc(state, &RpcEvent::End(end));
+        self.deliver(state, &RpcEvent::End(end));
     }
 
     /// The end for a body or future dropped early: the recorded status if
     /// any, else `Cancelled`.
     pub(crate) fn end_dropped(&self) {
-        self.end(Code::Cancelled, Some(RpcError::Cancelled));
+        self.end(None, Code::Cancelled, Some(RpcError::Cancelled));
+    }
+}
+
+impl<S> Core<S> {
+    /// Records an error; the first one (and the first code) is kept.
+    fn record_error(&mut self, error: RpcError, code: Option<Code>) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+        if self.code.is_none() {
+            self.code = code;
+        }
+    }
+}
+
+/// The payload events of one body chunk: the first message locks the
+/// record and reads the clock; the lock is released when the batch drops.
+pub(crate) struct PayloadBatch<'a, H: StatsHandler> {
+    recorder: &'a RpcRecorder<H>,
+    direction: Direction,
+    open: Option<(MutexGuard<'a, Core<H::RpcState>>, Instant)>,
+}
+
+impl<H: StatsHandler> PayloadBatch<'_, H> {
+    /// Delivers the payload event for one decoded message prefix.
+    pub(crate) fn payload(&mut self, header: FrameHeader) {
+        let recorder = self.recorder;
+        let (core, time) = self
+            .open
+            .get_or_insert_with(|| (recorder.lock(), Instant::now()));
+        if core.ended {
+            return;
+        }
+        let payload = Payload {
+            length: header.length,
+            wire_length: header.wire_length(),
+            compressed: header.compressed,
+            time: *time,
+        };
+        let event = match self.direction {
+            Direction::Inbound => RpcEvent::InPayload(payload),
+            Direction::Outbound => RpcEvent::OutPayload(payload),
+        };
+        recorder.deliver(&mut core.state, &event);
     }
 }
 
