@@ -1,0 +1,76 @@
+//! Static composition of handlers: registration order preserved, each
+//! event built once and handed by reference to every handler, and every
+//! handler's per-RPC state stored inline (no allocation per handler).
+
+use std::sync::Arc;
+
+use super::StatsHandler;
+use super::event::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
+
+/// Two handlers run in order: `first`, then `second`.
+///
+/// Built by [`CombinedLayer::with`](super::CombinedLayer::with); nesting
+/// (`Chain<Chain<A, B>, C>`) keeps registration order. Per-RPC and
+/// per-connection states are tuples of the two handlers' states, stored
+/// inline.
+#[derive(Debug)]
+pub struct Chain<A, B> {
+    first: Arc<A>,
+    second: B,
+}
+
+impl<A, B> Chain<A, B> {
+    pub(crate) fn new(first: Arc<A>, second: B) -> Self {
+        Self { first, second }
+    }
+}
+
+impl<A: StatsHandler, B: StatsHandler> StatsHandler for Chain<A, B> {
+    type RpcState = (A::RpcState, B::RpcState);
+    type ConnState = (A::ConnState, B::ConnState);
+
+    fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
+        (
+            self.first.tag_rpc(info, conn.map(|c| &c.0)),
+            self.second.tag_rpc(info, conn.map(|c| &c.1)),
+        )
+    }
+
+    #[inline]
+    fn handle_rpc(&self, state: &mut Self::RpcState, event: &RpcEvent<'_>) {
+        self.first.handle_rpc(&mut state.0, event);
+        self.second.handle_rpc(&mut state.1, event);
+    }
+
+    fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {
+        (self.first.tag_conn(info), self.second.tag_conn(info))
+    }
+
+    fn handle_conn(&self, state: &Self::ConnState, event: &ConnEvent) {
+        self.first.handle_conn(&state.0, event);
+        self.second.handle_conn(&state.1, event);
+    }
+}
+
+/// A shared handler is a handler.
+impl<H: StatsHandler> StatsHandler for Arc<H> {
+    type RpcState = H::RpcState;
+    type ConnState = H::ConnState;
+
+    fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
+        (**self).tag_rpc(info, conn)
+    }
+
+    #[inline]
+    fn handle_rpc(&self, state: &mut Self::RpcState, event: &RpcEvent<'_>) {
+        (**self).handle_rpc(state, event);
+    }
+
+    fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {
+        (**self).tag_conn(info)
+    }
+
+    fn handle_conn(&self, state: &Self::ConnState, event: &ConnEvent) {
+        (**self).handle_conn(state, event);
+    }
+}

@@ -1,0 +1,212 @@
+//! Incremental decoder for gRPC's length-prefixed message framing.
+//!
+//! Every gRPC message on an HTTP/2 body is a 5-byte prefix (1 byte
+//! compressed flag, 4 bytes big-endian length) followed by that many bytes.
+//! Bodies arrive in arbitrary chunks: one chunk may hold many messages and
+//! one message may span many chunks. [`FrameDecoder`] is a pure state
+//! machine (no I/O, no buffering of message bytes) that reports each
+//! message's header as soon as its 5-byte prefix is complete.
+
+use std::fmt;
+
+/// gRPC's message prefix: 1 flag byte + 4 length bytes.
+pub const PREFIX_LEN: usize = 5;
+
+/// The default limit on one message's length: 4 MiB, tonic's default
+/// maximum receive size.
+pub const DEFAULT_MAX_MESSAGE_LEN: u32 = 4 * 1024 * 1024;
+
+/// One decoded message header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Whether the compressed flag was set.
+    pub compressed: bool,
+    /// The message length on the wire, excluding the 5-byte prefix.
+    pub length: u32,
+}
+
+impl FrameHeader {
+    /// The message length on the wire including the 5-byte prefix.
+    pub fn wire_length(&self) -> u64 {
+        u64::from(self.length) + PREFIX_LEN as u64
+    }
+}
+
+/// Malformed gRPC framing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The compressed-flag byte was neither 0 nor 1.
+    BadFlag(u8),
+    /// A message's declared length exceeds the configured limit.
+    TooLong {
+        /// The declared length.
+        length: u32,
+        /// The configured limit.
+        limit: u32,
+    },
+    /// The stream ended inside a message prefix or a message body.
+    Truncated {
+        /// Bytes still missing to complete the current prefix and message.
+        missing: u64,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::BadFlag(flag) => {
+                write!(f, "grpc frame: compressed flag is {flag}, expected 0 or 1")
+            }
+            FrameError::TooLong { length, limit } => write!(
+                f,
+                "grpc frame: message length {length} exceeds the limit of {limit} bytes"
+            ),
+            FrameError::Truncated { missing } => write!(
+                f,
+                "grpc frame: stream ended inside a message ({missing} bytes missing)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Incremental gRPC frame decoder.
+///
+/// Feed body chunks with [`push`](Self::push); each completed message
+/// prefix is reported once. Call [`finish`](Self::finish) at end of stream
+/// to detect truncation. After an error the decoder stays failed and
+/// reports the same error again.
+///
+/// ```
+/// use tonic_hotpath::stats::frame::{FrameDecoder, FrameHeader};
+///
+/// let mut decoder = FrameDecoder::new();
+/// let mut seen = Vec::new();
+/// // Two messages ("hi" and "!"), split at an awkward place.
+/// let wire = [0, 0, 0, 0, 2, b'h', b'i', 0, 0, 0, 0, 1, b'!'];
+/// decoder.push(&wire[..3], |h| seen.push(h)).unwrap();
+/// decoder.push(&wire[3..], |h| seen.push(h)).unwrap();
+/// decoder.finish().unwrap();
+/// assert_eq!(seen, [
+///     FrameHeader { compressed: false, length: 2 },
+///     FrameHeader { compressed: false, length: 1 },
+/// ]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct FrameDecoder {
+    prefix: [u8; PREFIX_LEN],
+    prefix_filled: u8,
+    body_remaining: u32,
+    max_message_len: u32,
+    failed: Option<FrameError>,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameDecoder {
+    /// A decoder with the default message limit ([`DEFAULT_MAX_MESSAGE_LEN`]).
+    pub fn new() -> Self {
+        Self::with_max_message_len(DEFAULT_MAX_MESSAGE_LEN)
+    }
+
+    /// A decoder that rejects messages longer than `limit` bytes.
+    pub fn with_max_message_len(limit: u32) -> Self {
+        Self {
+            prefix: [0; PREFIX_LEN],
+            prefix_filled: 0,
+            body_remaining: 0,
+            max_message_len: limit,
+            failed: None,
+        }
+    }
+
+    /// Consumes one body chunk, calling `on_message` for each message whose
+    /// prefix completes inside it, in order.
+    pub fn push(
+        &mut self,
+        mut chunk: &[u8],
+        mut on_message: impl FnMut(FrameHeader),
+    ) -> Result<(), FrameError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        while !chunk.is_empty() {
+            if self.body_remaining > 0 {
+                let skip = chunk.len().min(self.body_remaining as usize);
+                // `skip` <= body_remaining, which is a u32.
+                self.body_remaining -= skip as u32;
+                chunk = &chunk[skip..];
+                continue;
+            }
+            let prefix = match (self.prefix_filled, chunk.first_chunk::<PREFIX_LEN>()) {
+                // Fast path: a whole prefix in this chunk.
+                (0, Some(prefix)) => {
+                    chunk = &chunk[PREFIX_LEN..];
+                    *prefix
+                }
+                _ => {
+                    let filled = usize::from(self.prefix_filled);
+                    let take = chunk.len().min(PREFIX_LEN - filled);
+                    self.prefix[filled..filled + take].copy_from_slice(&chunk[..take]);
+                    chunk = &chunk[take..];
+                    self.prefix_filled += take as u8;
+                    if usize::from(self.prefix_filled) < PREFIX_LEN {
+                        continue;
+                    }
+                    self.prefix_filled = 0;
+                    self.prefix
+                }
+            };
+            let header = self.parse_prefix(prefix).inspect_err(|error| {
+                self.failed = Some(error.clone());
+            })?;
+            self.body_remaining = header.length;
+            on_message(header);
+        }
+        Ok(())
+    }
+
+    fn parse_prefix(&self, prefix: [u8; PREFIX_LEN]) -> Result<FrameHeader, FrameError> {
+        let [flag, a, b, c, d] = prefix;
+        let compressed = match flag {
+            0 => false,
+            1 => true,
+            flag => return Err(FrameError::BadFlag(flag)),
+        };
+        let length = u32::from_be_bytes([a, b, c, d]);
+        if length > self.max_message_len {
+            return Err(FrameError::TooLong {
+                length,
+                limit: self.max_message_len,
+            });
+        }
+        Ok(FrameHeader { compressed, length })
+    }
+
+    /// Whether the decoder sits on a message boundary (nothing pending).
+    pub fn is_idle(&self) -> bool {
+        self.prefix_filled == 0 && self.body_remaining == 0 && self.failed.is_none()
+    }
+
+    /// Checks the stream ended on a message boundary.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let missing = if self.prefix_filled > 0 {
+            (PREFIX_LEN - usize::from(self.prefix_filled)) as u64
+        } else {
+            u64::from(self.body_remaining)
+        };
+        if missing == 0 {
+            Ok(())
+        } else {
+            Err(FrameError::Truncated { missing })
+        }
+    }
+}

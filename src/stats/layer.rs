@@ -1,0 +1,411 @@
+//! [`CombinedLayer`]: one tower layer feeding any number of handlers, on
+//! the server (`Server::builder().layer(..)`) or over a client `Channel`.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tonic::transport::server::TcpConnectInfo;
+use tower::{Layer, Service};
+
+use super::StatsHandler;
+use super::body::ObservedBody;
+use super::combined::Chain;
+use super::conn::ConnTag;
+use super::event::{Direction, RpcError, RpcInfo, Side};
+use super::pool::{LayerShared, RecordRef};
+use super::recorder::{RpcRecorder, classify_error};
+
+/// The error type of the layered services: the inner service's error, boxed
+/// (tonic's server and generated clients accept any `Into<BoxError>`).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Marker: the layer instruments a server (`Server::builder().layer(..)`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerSide;
+
+/// Marker: the layer instruments a client (over a `Channel`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientSide;
+
+/// A tower layer that feeds every registered [`StatsHandler`] from one
+/// instrumentation point.
+///
+/// - `CombinedLayer<(), _>` (no handler) returns the inner service itself:
+///   zero cost.
+/// - One handler is called directly.
+/// - Several handlers ([`with`](Self::with) repeatedly) form a static
+///   [`Chain`]: each event is built once and the same reference is handed
+///   to each handler in registration order; all per-RPC states live inline
+///   in one per-RPC record.
+///
+/// Each layered service keeps a small bounded free list of per-RPC records
+/// (at most 128 idle): once warm, an RPC reuses a record instead of
+/// allocating one, and every handler state in it is re-created by
+/// [`StatsHandler::tag_rpc`](super::StatsHandler::tag_rpc).
+///
+/// Cloning the layer or its services is one `Arc` clone.
+///
+/// ```
+/// use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
+///
+/// #[derive(Debug)]
+/// struct Log;
+/// impl StatsHandler for Log {
+///     type RpcState = ();
+///     type ConnState = ();
+///     fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+///         if let RpcEvent::End(end) = event {
+///             println!("rpc ended with {:?}", end.code);
+///         }
+///     }
+/// }
+///
+/// // Server: tonic::transport::Server::builder().layer(server_layer)
+/// let server_layer = CombinedLayer::server().with(Log).with(Log);
+/// // Client: tower::ServiceBuilder::new().layer(client_layer).service(channel)
+/// let client_layer = CombinedLayer::client().with(Log);
+/// # let _ = (server_layer, client_layer);
+/// ```
+pub struct CombinedLayer<H, K> {
+    handler: Arc<H>,
+    max_message_len: u32,
+    side: PhantomData<fn() -> K>,
+}
+
+impl<H, K> Clone for CombinedLayer<H, K> {
+    fn clone(&self) -> Self {
+        Self {
+            handler: Arc::clone(&self.handler),
+            max_message_len: self.max_message_len,
+            side: PhantomData,
+        }
+    }
+}
+
+impl<H: fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CombinedLayer")
+            .field("handler", &self.handler)
+            .field("max_message_len", &self.max_message_len)
+            .field("side", &std::any::type_name::<K>())
+            .finish()
+    }
+}
+
+impl CombinedLayer<(), ServerSide> {
+    /// A server layer with no handlers yet.
+    pub fn server() -> Self {
+        Self {
+            handler: Arc::new(()),
+            max_message_len: u32::MAX,
+            side: PhantomData,
+        }
+    }
+}
+
+impl CombinedLayer<(), ClientSide> {
+    /// A client layer with no handlers yet.
+    pub fn client() -> Self {
+        Self {
+            handler: Arc::new(()),
+            max_message_len: u32::MAX,
+            side: PhantomData,
+        }
+    }
+}
+
+impl<H, K> CombinedLayer<H, K> {
+    /// Reports messages longer than `limit` bytes as a framing error in
+    /// [`End::error`](super::End::error) (and stops decoding that body's
+    /// framing). The default is no limit: the layer observes, it does not
+    /// enforce (tonic's own limits still apply).
+    pub fn max_message_len(mut self, limit: u32) -> Self {
+        self.max_message_len = limit;
+        self
+    }
+}
+
+impl<K> CombinedLayer<(), K> {
+    /// Registers the first handler.
+    pub fn with<H: StatsHandler>(self, handler: H) -> CombinedLayer<H, K> {
+        CombinedLayer {
+            handler: Arc::new(handler),
+            max_message_len: self.max_message_len,
+            side: PhantomData,
+        }
+    }
+}
+
+impl<H: StatsHandler, K> CombinedLayer<H, K> {
+    /// Registers another handler, called after those already registered.
+    pub fn with<H2: StatsHandler>(self, handler: H2) -> CombinedLayer<Chain<H, H2>, K> {
+        CombinedLayer {
+            handler: Arc::new(Chain::new(self.handler, handler)),
+            max_message_len: self.max_message_len,
+            side: PhantomData,
+        }
+    }
+
+    /// The combined handler.
+    pub fn handler(&self) -> &Arc<H> {
+        &self.handler
+    }
+
+    /// What one layered service shares with its clones and RPCs, including
+    /// its own free list of per-RPC records.
+    fn shared(&self) -> Arc<LayerShared<H>> {
+        Arc::new(LayerShared::new(
+            Arc::clone(&self.handler),
+            self.max_message_len,
+        ))
+    }
+}
+
+impl<S, K> Layer<S> for CombinedLayer<(), K> {
+    type Service = S;
+
+    fn layer(&self, inner: S) -> S {
+        inner
+    }
+}
+
+impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
+    type Service = ServerStats<S, H>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ServerStats {
+            inner,
+            shared: self.shared(),
+        }
+    }
+}
+
+impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
+    type Service = ClientStats<S, H>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ClientStats {
+            inner,
+            shared: self.shared(),
+        }
+    }
+}
+
+macro_rules! stats_service {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub struct $name<S, H: StatsHandler> {
+            inner: S,
+            shared: Arc<LayerShared<H>>,
+        }
+
+        impl<S: Clone, H: StatsHandler> Clone for $name<S, H> {
+            fn clone(&self) -> Self {
+                Self {
+                    inner: self.inner.clone(),
+                    shared: Arc::clone(&self.shared),
+                }
+            }
+        }
+
+        impl<S: fmt::Debug, H: StatsHandler + fmt::Debug> fmt::Debug for $name<S, H> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("inner", &self.inner)
+                    .field("handler", &self.shared.handler)
+                    .field("max_message_len", &self.shared.max_message_len)
+                    .finish()
+            }
+        }
+    };
+}
+
+stats_service!(
+    /// The server service built by [`CombinedLayer::server`]. The request
+    /// body reaches the inner service wrapped (no re-boxing); the response
+    /// body comes back wrapped.
+    ServerStats
+);
+
+stats_service!(
+    /// The client service built by [`CombinedLayer::client`]. The request
+    /// body is wrapped and re-boxed into `tonic::body::Body` (one allocation
+    /// per RPC, as a tonic `Channel` accepts only that type).
+    ClientStats
+);
+
+impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ServerStats<S, H>
+where
+    S: Service<Request<ObservedBody<ReqBody, H>>, Response = Response<ResBody>>,
+    S::Error: Into<BoxError>,
+    ResBody: http_body::Body,
+    H: StatsHandler,
+{
+    type Response = Response<ObservedBody<ResBody, H>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, H>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+        let extensions = request.extensions();
+        let conn = extensions.get::<ConnTag<H>>();
+        let tcp = extensions.get::<TcpConnectInfo>();
+        let (peer_addr, local_addr) = match (conn, tcp) {
+            (_, Some(tcp)) => (tcp.remote_addr, tcp.local_addr),
+            (Some(conn), None) => (conn.peer_addr(), conn.local_addr()),
+            (None, None) => (None, None),
+        };
+        // Behind `StatsIncoming`, tonic put our `ConnTag` where it would
+        // have put `TcpConnectInfo`; put that back so the service's
+        // `Request::remote_addr()` / `local_addr()` keep working (one small
+        // allocation per RPC, only when the connection has addresses).
+        let restore_tcp_info =
+            conn.is_some() && tcp.is_none() && (peer_addr.is_some() || local_addr.is_some());
+        let info = RpcInfo {
+            side: Side::Server,
+            method: request.uri().path(),
+            peer_addr,
+            local_addr,
+        };
+        let recorder = RpcRecorder::begin(
+            &self.shared,
+            &info,
+            conn.map(ConnTag::state),
+            request.headers(),
+        );
+        if restore_tcp_info {
+            request.extensions_mut().insert(TcpConnectInfo {
+                local_addr,
+                remote_addr: peer_addr,
+            });
+        }
+        let request = request
+            .map(|body| ObservedBody::new(body, recorder.clone(), Direction::Inbound, false));
+        ResponseFuture::new(self.inner.call(request), recorder)
+    }
+}
+
+impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ClientStats<S, H>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<ResBody>>,
+    S::Error: Into<BoxError>,
+    ResBody: http_body::Body,
+    ReqBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ReqBody::Error: std::error::Error + Send + Sync + 'static,
+    H: StatsHandler,
+{
+    type Response = Response<ObservedBody<ResBody, H>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, H>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let info = RpcInfo {
+            side: Side::Client,
+            method: request.uri().path(),
+            peer_addr: None,
+            local_addr: None,
+        };
+        let recorder = RpcRecorder::begin(&self.shared, &info, None, request.headers());
+        let request = request.map(|body| {
+            tonic::body::Body::new(ObservedBody::new(
+                body,
+                recorder.clone(),
+                Direction::Outbound,
+                false,
+            ))
+        });
+        ResponseFuture::new(self.inner.call(request), recorder)
+    }
+}
+
+pin_project! {
+    /// The response future of [`ServerStats`] and [`ClientStats`]: reports
+    /// the response headers (or a trailers-only status) and wraps the
+    /// response body; if dropped before completing, delivers `End`
+    /// (`Cancelled`, or `DeadlineExceeded` past the request's deadline).
+    pub struct ResponseFuture<F, H: StatsHandler> {
+        #[pin]
+        inner: F,
+        recorder: RecordRef<H>,
+        completed: bool,
+    }
+
+    impl<F, H: StatsHandler> PinnedDrop for ResponseFuture<F, H> {
+        fn drop(this: Pin<&mut Self>) {
+            if !this.completed {
+                this.recorder.end_dropped();
+            }
+        }
+    }
+}
+
+impl<F, H: StatsHandler> ResponseFuture<F, H> {
+    fn new(inner: F, recorder: RecordRef<H>) -> Self {
+        Self {
+            inner,
+            recorder,
+            completed: false,
+        }
+    }
+}
+
+impl<F, H: StatsHandler> fmt::Debug for ResponseFuture<F, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("recorder", &self.recorder)
+            .field("completed", &self.completed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, H, ResBody, E> Future for ResponseFuture<F, H>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+    ResBody: http_body::Body,
+    E: Into<BoxError>,
+    H: StatsHandler,
+{
+    type Output = Result<Response<ObservedBody<ResBody, H>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = std::task::ready!(this.inner.poll(cx));
+        *this.completed = true;
+        let recorder = &*this.recorder;
+        match result {
+            Ok(response) => {
+                recorder.response_headers(response.headers(), response.body().is_end_stream());
+                let direction = recorder.response_direction();
+                let recorder = this.recorder.clone();
+                Poll::Ready(Ok(
+                    response.map(|body| ObservedBody::new(body, recorder, direction, true))
+                ))
+            }
+            Err(error) => {
+                let error: BoxError = error.into();
+                let code = classify_error(&*error);
+                let message = error.to_string();
+                recorder.end(
+                    Some((RpcError::Service { message }, Some(code))),
+                    code,
+                    None,
+                );
+                Poll::Ready(Err(error))
+            }
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! The per-RPC shared record: every handler's state inline behind one
+//! mutex, plus what is needed to deliver exactly one `End`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tonic::Code;
+
+use super::StatsHandler;
+use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
+use super::frame::FrameHeader;
+use super::pool::{LayerShared, RecordRef};
+
+// Pre-built names: a lookup by `&HeaderName` skips parsing the name.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// One RPC's record, shared by the response future and the request and
+/// response body wrappers (each through a [`RecordRef`]). Records are
+/// recycled through the layer's free list ([`LayerShared`]).
+pub(crate) struct RpcRecorder<H: StatsHandler> {
+    /// The layer's shared part while the record serves an RPC; `None` while
+    /// it waits in the free list (the list must not own itself).
+    shared: Option<Arc<LayerShared<H>>>,
+    side: Side,
+    begin_time: Instant,
+    deadline: Option<Instant>,
+    max_message_len: u32,
+    core: Mutex<Core<H::RpcState>>,
+}
+
+struct Core<S> {
+    state: S,
+    ended: bool,
+    code: Option<Code>,
+    message: Option<String>,
+    error: Option<RpcError>,
+}
+
+impl<S: Default> Core<S> {
+    fn new(state: S) -> Self {
+        Self {
+            state,
+            ended: false,
+            code: None,
+            message: None,
+            error: None,
+        }
+    }
+}
+
+impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcRecorder")
+            .field("side", &self.side)
+            .field("begin_time", &self.begin_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: StatsHandler> RpcRecorder<H> {
+    /// Tags the RPC, delivers `Begin`, then the request-headers event
+    /// (`InHeader` on the server, `OutHeader` on the client). The record is
+    /// an idle one from the layer's free list when there is one.
+    pub(crate) fn begin(
+        shared: &Arc<LayerShared<H>>,
+        info: &RpcInfo<'_>,
+        conn: Option<&H::ConnState>,
+        request_headers: &HeaderMap,
+    ) -> RecordRef<H> {
+        let handler = &*shared.handler;
+        let begin_time = Instant::now();
+        let mut state = handler.tag_rpc(info, conn);
+        handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin_time });
+        let header_event = match info.side {
+            Side::Server => RpcEvent::InHeader(request_headers),
+            Side::Client => RpcEvent::OutHeader(request_headers),
+        };
+        handler.handle_rpc(&mut state, &header_event);
+        // The server learns its deadline from `grpc-timeout`; a client's
+        // own timeout surfaces as tonic's `TimeoutExpired` error instead.
+        let deadline = match info.side {
+            Side::Server => find(request_headers, &GRPC_TIMEOUT)
+                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+                .and_then(|timeout| begin_time.checked_add(timeout)),
+            Side::Client => None,
+        };
+        let fresh = Self {
+            shared: Some(Arc::clone(shared)),
+            side: info.side,
+            begin_time,
+            deadline,
+            max_message_len: shared.max_message_len,
+            core: Mutex::new(Core::new(state)),
+        };
+        let record = match shared.take_idle() {
+            Some(mut idle) => match Arc::get_mut(&mut idle) {
+                // Unshared (it was unique when returned, and taking it from
+                // the list is the only way to reach it): overwrite it whole.
+                Some(slot) => {
+                    *slot = fresh;
+                    idle
+                }
+                None => Arc::new(fresh),
+            },
+            None => Arc::new(fresh),
+        };
+        RecordRef::new(record)
+    }
+
+    /// Detaches a record whose last holder is going away from its layer:
+    /// drops the handler states, status and error, and returns the layer's
+    /// shared part (to put the record in its free list), or `None` if the
+    /// record was already detached.
+    pub(crate) fn release(&mut self) -> Option<Arc<LayerShared<H>>> {
+        let shared = self.shared.take()?;
+        let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
+        *core = Core::new(H::RpcState::default());
+        Some(shared)
+    }
+
+    /// The message length limit for this RPC's bodies.
+    pub(crate) fn max_message_len(&self) -> u32 {
+        self.max_message_len
+    }
+
+    /// The direction of the response body on this side.
+    pub(crate) fn response_direction(&self) -> Direction {
+        match self.side {
+            Side::Server => Direction::Outbound,
+            Side::Client => Direction::Inbound,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core<H::RpcState>> {
+        // A handler that panicked must not stop the others from seeing `End`.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `event` to the handlers (unless the record is detached, which
+    /// a holder never observes).
+    fn deliver(&self, state: &mut H::RpcState, event: &RpcEvent<'_>) {
+        if let Some(shared) = &self.shared {
+            shared.handler.handle_rpc(state, event);
+        }
+    }
+
+    /// Delivers `event` unless the RPC has ended.
+    fn emit(&self, event: &RpcEvent<'_>) {
+        let mut core = self.lock();
+        if !core.ended {
+            self.deliver(&mut core.state, event);
+        }
+    }
+
+    /// Payload events for the messages whose prefixes one body chunk holds:
+    /// one lock and one clock read serve them all (they arrived together).
+    pub(crate) fn payloads(&self, direction: Direction) -> PayloadBatch<'_, H> {
+        PayloadBatch {
+            recorder: self,
+            direction,
+            open: None,
+        }
+    }
+
+    /// Response headers: a trailers-only response (an empty body and
+    /// `grpc-status` in the headers) records its status and is reported as
+    /// trailers; otherwise it is the response-headers event. Only an empty
+    /// body can be trailers-only, so the common case skips the lookup.
+    pub(crate) fn response_headers(&self, headers: &HeaderMap, body_is_empty: bool) {
+        if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
+            let mut core = self.lock();
+            self.trailers_locked(&mut core, headers);
+        } else {
+            self.emit(&match self.side {
+                Side::Server => RpcEvent::OutHeader(headers),
+                Side::Client => RpcEvent::InHeader(headers),
+            });
+        }
+    }
+
+    /// The response's trailers close the RPC: records their status,
+    /// delivers the trailer event (`OutTrailer` on the server, `InTrailer`
+    /// on the client) and `End`, under one lock. `error` is a framing error
+    /// found at the end of the body.
+    pub(crate) fn trailers_then_end(&self, trailers: &HeaderMap, error: Option<RpcError>) {
+        let mut core = self.lock();
+        if let Some(error) = error {
+            core.record_error(error, None);
+        }
+        self.trailers_locked(&mut core, trailers);
+        self.end_locked(&mut core, Code::Unknown, Some(RpcError::MissingStatus));
+    }
+
+    fn trailers_locked(&self, core: &mut Core<H::RpcState>, trailers: &HeaderMap) {
+        if core.ended {
+            return;
+        }
+        if let Some(status) = find(trailers, &GRPC_STATUS) {
+            let code = Code::from_bytes(status.as_bytes());
+            core.code = Some(code);
+            // tonic sends no message with OK; skip the second lookup then.
+            if code != Code::Ok {
+                core.message =
+                    find(trailers, &GRPC_MESSAGE).map(|message| percent_decode(message.as_bytes()));
+            }
+        }
+        let event = match self.side {
+            Side::Server => RpcEvent::OutTrailer(trailers),
+            Side::Client => RpcEvent::InTrailer(trailers),
+        };
+        self.deliver(&mut core.state, &event);
+    }
+
+    /// Records an error; the first one is kept.
+    pub(crate) fn record_error(&self, error: RpcError, code: Option<Code>) {
+        self.lock().record_error(error, code);
+    }
+
+    /// Records `error` (if any, with `code`) and delivers `End` once, under
+    /// one lock. The code is the recorded status, else `fallback` (and
+    /// `fallback_error` is recorded); a `Cancelled` fallback after the
+    /// request's deadline becomes `DeadlineExceeded`.
+    pub(crate) fn end(
+        &self,
+        error: Option<(RpcError, Option<Code>)>,
+        fallback: Code,
+        fallback_error: Option<RpcError>,
+    ) {
+        let mut core = self.lock();
+        if let Some((error, code)) = error {
+            core.record_error(error, code);
+        }
+        self.end_locked(&mut core, fallback, fallback_error);
+    }
+
+    fn end_locked(
+        &self,
+        core: &mut Core<H::RpcState>,
+        fallback: Code,
+        fallback_error: Option<RpcError>,
+    ) {
+        if core.ended {
+            return;
+        }
+        core.ended = true;
+        let end_time = Instant::now();
+        let code = core.code.unwrap_or_else(|| match fallback {
+            Code::Cancelled if self.deadline.is_some_and(|d| end_time >= d) => {
+                Code::DeadlineExceeded
+            }
+            other => other,
+        });
+        if core.error.is_none() && core.code.is_none() {
+            core.error = fallback_error;
+        }
+        let Core {
+            state,
+            message,
+            error,
+            ..
+        } = core;
+        let message = message.as_deref().unwrap_or_default();
+        let end = End {
+            code,
+            message,
+            begin_time: self.begin_time,
+            end_time,
+            error: error.as_ref(),
+        };
+        self.deliver(state, &RpcEvent::End(end));
+    }
+
+    /// The end for a body or future dropped early: the recorded status if
+    /// any, else `Cancelled`.
+    pub(crate) fn end_dropped(&self) {
+        self.end(None, Code::Cancelled, Some(RpcError::Cancelled));
+    }
+}
+
+impl<S> Core<S> {
+    /// Records an error; the first one (and the first code) is kept.
+    fn record_error(&mut self, error: RpcError, code: Option<Code>) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+        if self.code.is_none() {
+            self.code = code;
+        }
+    }
+}
+
+/// The payload events of one body chunk: the first message locks the
+/// record and reads the clock; the lock is released when the batch drops.
+pub(crate) struct PayloadBatch<'a, H: StatsHandler> {
+    recorder: &'a RpcRecorder<H>,
+    direction: Direction,
+    open: Option<(MutexGuard<'a, Core<H::RpcState>>, Instant)>,
+}
+
+impl<H: StatsHandler> PayloadBatch<'_, H> {
+    /// Delivers the payload event for one decoded message prefix.
+    pub(crate) fn payload(&mut self, header: FrameHeader) {
+        let recorder = self.recorder;
+        let (core, time) = self
+            .open
+            .get_or_insert_with(|| (recorder.lock(), Instant::now()));
+        if core.ended {
+            return;
+        }
+        let payload = Payload {
+            length: header.length,
+            wire_length: header.wire_length(),
+            compressed: header.compressed,
+            time: *time,
+        };
+        let event = match self.direction {
+            Direction::Inbound => RpcEvent::InPayload(payload),
+            Direction::Outbound => RpcEvent::OutPayload(payload),
+        };
+        recorder.deliver(&mut core.state, &event);
+    }
+}
+
+/// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
+/// one entry, request headers a handful) are scanned, which is cheaper than
+/// hashing the name; larger ones use the hash lookup.
+fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    const SCAN_UP_TO: usize = 8;
+    if headers.len() <= SCAN_UP_TO {
+        headers
+            .iter()
+            .find_map(|(key, value)| (key == name).then_some(value))
+    } else {
+        headers.get(name)
+    }
+}
+
+/// Decodes `grpc-message`'s percent-encoding (invalid UTF-8 is replaced).
+fn percent_decode(encoded: &[u8]) -> String {
+    let mut decoded = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        let byte = encoded[i];
+        let escaped = match encoded.get(i + 1..i + 3) {
+            Some(&[hi, lo]) if byte == b'%' => hex(hi).zip(hex(lo)),
+            _ => None,
+        };
+        match escaped {
+            Some((hi, lo)) => {
+                decoded.push(hi << 4 | lo);
+                i += 3;
+            }
+            None => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn hex(digit: u8) -> Option<u8> {
+    char::from(digit).to_digit(16).map(|d| d as u8)
+}
+
+/// Parses gRPC's `grpc-timeout` (`1-8 digits` + unit `H M S m u n`).
+fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let amount = digits
+        .iter()
+        .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(amount * 3600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// Maps an error from the inner service to a status code: a `tonic::Status`
+/// anywhere in the source chain gives its code, tonic's `TimeoutExpired`
+/// gives `DeadlineExceeded`, a connect failure `Unavailable`, anything else
+/// `Unknown`.
+pub(crate) fn classify_error(error: &(dyn std::error::Error + 'static)) -> Code {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(status) = error.downcast_ref::<tonic::Status>() {
+            return status.code();
+        }
+        if error.is::<tonic::TimeoutExpired>() {
+            return Code::DeadlineExceeded;
+        }
+        if error.is::<tonic::ConnectError>() {
+            return Code::Unavailable;
+        }
+        current = error.source();
+    }
+    Code::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_units() {
+        assert_eq!(parse_grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout(b"20m"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout(b"7n"), Some(Duration::from_nanos(7)));
+        assert_eq!(parse_grpc_timeout(b"S"), None);
+        assert_eq!(parse_grpc_timeout(b"123456789S"), None);
+        assert_eq!(parse_grpc_timeout(b"1x"), None);
+        assert_eq!(parse_grpc_timeout(b""), None);
+    }
+
+    #[test]
+    fn find_scans_small_maps_and_hashes_large_ones() {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-status", HeaderValue::from_static("5"));
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
+        assert!(find(&headers, &GRPC_MESSAGE).is_none());
+        for i in 0..20 {
+            let name = HeaderName::try_from(format!("x-{i}")).unwrap();
+            headers.insert(name, HeaderValue::from_static("v"));
+        }
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
+        assert!(find(&headers, &GRPC_TIMEOUT).is_none());
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode(b"no%20such%20echo"), "no such echo");
+        assert_eq!(percent_decode(b"100%"), "100%");
+        assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
+        assert_eq!(percent_decode(b"%E2%9C%93"), "\u{2713}");
+        assert_eq!(percent_decode(b"%FF"), "\u{FFFD}");
+    }
+
+    #[test]
+    fn classify_walks_sources() {
+        let status = tonic::Status::not_found("x");
+        assert_eq!(classify_error(&status), Code::NotFound);
+        assert_eq!(
+            classify_error(&tonic::TimeoutExpired(())),
+            Code::DeadlineExceeded
+        );
+        let io = std::io::Error::other("boom");
+        assert_eq!(classify_error(&io), Code::Unknown);
+    }
+}

@@ -1,0 +1,205 @@
+//! Shared by the stats allocation tests and benches: a no-op handler, a
+//! counting allocator, and the server stack driven in process (tonic
+//! `Routes` + layers, a real gRPC request body, the response body driven
+//! to its trailers).
+//!
+//! Include with `#[path = "../tests/stats_harness/mod.rs"] mod stats_harness;`
+//! (benches) or `mod stats_harness;` (tests), next to `support`.
+#![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::BodyExt;
+use prost::Message;
+use tonic_hotpath::stats::StatsHandler;
+use tower::{Service, ServiceExt};
+
+use super::support::EchoRequest;
+
+/// A handler that observes nothing (every method is the no-op default).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Noop;
+
+impl StatsHandler for Noop {
+    type RpcState = ();
+    type ConnState = ();
+}
+
+/// Counts heap allocations (all threads).
+#[derive(Debug)]
+pub struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Allocations so far.
+pub fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+// SAFETY: forwards every call unchanged to the system allocator and only
+// adds a relaxed counter increment.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The unary echo path.
+pub const UNARY_PATH: &str = "/hotpath.echo.Echo/UnaryEcho";
+
+/// One length-prefixed `EchoRequest` as a gRPC request body.
+pub fn unary_body(message: &str) -> Bytes {
+    let request = EchoRequest {
+        message: message.to_owned(),
+    };
+    let mut wire = BytesMut::with_capacity(5 + request.encoded_len());
+    wire.put_u8(0);
+    wire.put_u32(request.encoded_len() as u32);
+    request
+        .encode(&mut wire)
+        .expect("encode into a sized buffer");
+    wire.freeze()
+}
+
+/// A unary echo request as tonic's server hands it to user layers.
+pub fn unary_request(body: &Bytes) -> Request<tonic::body::Body> {
+    Request::builder()
+        .method(http::Method::POST)
+        .uri(UNARY_PATH)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(tonic::body::Body::new(http_body_util::Full::new(
+            body.clone(),
+        )))
+        .expect("valid request")
+}
+
+/// Calls `service` with `request` and drives the response body to its end;
+/// returns the `grpc-status` from the headers (trailers-only) or trailers.
+pub async fn call_in_process<S, B>(service: &S, request: Request<tonic::body::Body>) -> Option<i32>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body,
+    B::Error: std::fmt::Debug,
+{
+    let response = service
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("in-process call");
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.expect("response body");
+    let status = match parts.headers.get("grpc-status") {
+        Some(status) => status,
+        None => collected.trailers()?.get("grpc-status")?,
+    };
+    status.to_str().ok()?.parse().ok()
+}
+
+/// Allocations per call of `one`: after a warm-up, the least of three runs
+/// of `calls` calls, so one-off allocations elsewhere in the process (lazy
+/// runtime initialisation) do not count.
+pub async fn allocations_per_call<F: std::future::Future>(
+    calls: u64,
+    mut one: impl FnMut() -> F,
+) -> f64 {
+    for _ in 0..calls.min(50) {
+        one().await;
+    }
+    let mut least = f64::MAX;
+    for _ in 0..3 {
+        let before = allocations();
+        for _ in 0..calls {
+            one().await;
+        }
+        least = least.min((allocations() - before) as f64 / calls as f64);
+    }
+    least
+}
+
+/// One unary echo RPC through `client`.
+pub async fn one_rpc<T>(mut client: super::support::EchoClient<T>)
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: Body<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let request = EchoRequest {
+        message: "hello".to_owned(),
+    };
+    let reply = client.unary_echo(request).await.expect("rpc");
+    std::hint::black_box(reply);
+}
+
+/// `CombinedLayer::server()` / `::client()` with 1, 2 or 8 [`Noop`]
+/// handlers, or (`stacked`) two one-handler layers stacked the naive way.
+macro_rules! combined {
+    ($side:ident, 1) => {
+        ::tonic_hotpath::stats::CombinedLayer::$side().with($crate::stats_harness::Noop)
+    };
+    ($side:ident, 2) => {
+        combined!($side, 1).with($crate::stats_harness::Noop)
+    };
+    ($side:ident, 8) => {
+        combined!($side, 2)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+            .with($crate::stats_harness::Noop)
+    };
+    ($side:ident, stacked) => {
+        ::tower::layer::util::Stack::new(combined!($side, 1), combined!($side, 1))
+    };
+}
+pub(crate) use combined;
+
+/// An echo server with `$server_layer` on 127.0.0.1 and an `EchoClient`
+/// over a `Channel` wrapped in `$client_layer` (an async block).
+macro_rules! loopback_client {
+    ($server_layer:expr, $client_layer:expr $(,)?) => {
+        async {
+            let (addr, incoming) = $crate::support::bind().await;
+            tokio::spawn(
+                ::tonic::transport::Server::builder()
+                    .layer($server_layer)
+                    .add_service($crate::support::EchoServer::new(
+                        $crate::support::EchoService,
+                    ))
+                    .serve_with_incoming(incoming),
+            );
+            let channel = $crate::support::connect(addr).await;
+            let layered = ::tower::ServiceBuilder::new()
+                .layer($client_layer)
+                .service(channel);
+            $crate::support::EchoClient::new(layered)
+        }
+    };
+}
+pub(crate) use loopback_client;
