@@ -1,17 +1,10 @@
-//! Hot-path building blocks for [tonic](https://docs.rs/tonic) gRPC services
-//! and clients, each a Rust take on a proven fix from the Go gRPC world:
-//!
-//! - [`metadata`]: a persistent, O(1)-append chain of outgoing metadata
-//!   (grpc-go's `AppendToOutgoingContext`, fixed by a delta list).
-//! - [`tenant`]: zero-copy `x-scope-orgid` extraction, validation and
-//!   injection (Cortex's org-id handling), with server and client layers.
-//! - [`stats`]: a `StatsHandler` trait with grpc-go's event set and a
-//!   `CombinedLayer` that feeds many handlers from one instrumentation point.
-//! - [`arena`]: a cursor-tracked `MonotonicArena` with wundergraph go-arena's
-//!   semantics, sound in Rust.
-//!
-//! Features: `grpc` (metadata, tenant, stats; pulls in tonic) and `arena`
-//! (no tonic), both on by default.
+// The README is the crate documentation; its examples use every part, so
+// they are compiled as doc tests only when every part is built.
+#![cfg_attr(all(feature = "grpc", feature = "arena"), doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(all(feature = "grpc", feature = "arena")),
+    doc = "Hot-path building blocks for tonic gRPC services; see the README."
+)]
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
