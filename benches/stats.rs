@@ -2,6 +2,9 @@
 //! no layer and beside 2 separately stacked layers (the naive way), in
 //! process on the server stack and over loopback (sequential and 32 in
 //! flight), client and server pinned to one current-thread runtime.
+//! The no-op handlers ask for no payload times
+//! (`StatsHandler::PAYLOAD_TIMES = false`); `timed_2` is two no-op handlers
+//! that keep the default, to show what the two payload clock reads cost.
 //! Allocations per RPC are printed first, from a counting allocator.
 //!
 //! `cargo bench --bench stats -- --warm-up-time 1 --measurement-time 2`
@@ -20,8 +23,8 @@ use criterion::{
 };
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, allocations_per_call, call_in_process, combined, loopback_client, one_rpc,
-    unary_body, unary_request,
+    CountingAllocator, Timed, allocations_per_call, call_in_process, combined, loopback_client,
+    one_rpc, unary_body, unary_request,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tokio::runtime::Runtime;
@@ -101,6 +104,10 @@ fn interleaved_overhead() {
         ("no_layer", round(&rt, Identity::new())),
         ("combined_1", round(&rt, combined!(server, 1))),
         ("combined_2", round(&rt, combined!(server, 2))),
+        (
+            "timed_2",
+            round(&rt, CombinedLayer::server().with(Timed).with(Timed)),
+        ),
         ("combined_8", round(&rt, combined!(server, 8))),
         ("stacked_2", round(&rt, combined!(server, stacked))),
     ];
@@ -129,6 +136,8 @@ fn in_process_server(c: &mut Criterion) {
     in_process(&mut group, &rt, "combined_0", CombinedLayer::server());
     in_process(&mut group, &rt, "combined_1", combined!(server, 1));
     in_process(&mut group, &rt, "combined_2", combined!(server, 2));
+    let timed_2 = CombinedLayer::server().with(Timed).with(Timed);
+    in_process(&mut group, &rt, "timed_2", timed_2);
     in_process(&mut group, &rt, "combined_8", combined!(server, 8));
     in_process(&mut group, &rt, "stacked_2", combined!(server, stacked));
     group.finish();
