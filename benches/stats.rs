@@ -72,7 +72,7 @@ where
 /// A per-RPC timing of one variant: runs `CALLS_PER_ROUND` in-process calls.
 type Round<'a> = Box<dyn FnMut() -> Duration + 'a>;
 
-const CALLS_PER_ROUND: u32 = 2_000;
+const CALLS_PER_ROUND: u32 = 1_000;
 
 fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
 where
@@ -98,7 +98,7 @@ where
 /// The layer's per-RPC overhead, robust to a busy machine: the variants
 /// run interleaved, round after round, and each keeps its fastest round.
 fn interleaved_overhead() {
-    const ROUNDS: usize = 40;
+    const ROUNDS: usize = 150;
     let rt = runtime();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
