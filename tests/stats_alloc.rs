@@ -6,6 +6,7 @@ mod stats_harness;
 mod support;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -13,7 +14,6 @@ use stats_harness::{
     CountingAllocator, allocations_per_call, call_in_process, combined, loopback_client, one_rpc,
     unary_body, unary_request,
 };
-use std::sync::Arc;
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
 use tonic::service::Routes;
