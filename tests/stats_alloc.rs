@@ -17,7 +17,6 @@ use stats_harness::{
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
 use tonic::service::Routes;
-
 use tonic_hotpath::stats::{CombinedLayer, StatsIncoming};
 use tower::{Layer, Service};
 
