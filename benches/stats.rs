@@ -2,6 +2,9 @@
 //! no layer and beside 2 separately stacked layers (the naive way), in
 //! process on the server stack and over loopback (sequential and 32 in
 //! flight), client and server pinned to one current-thread runtime.
+//! The no-op handlers ask for no payload times
+//! (`StatsHandler::PAYLOAD_TIMES = false`); `timed_2` is two no-op handlers
+//! that keep the default, to show what the two payload clock reads cost.
 //! Allocations per RPC are printed first, from a counting allocator.
 //!
 //! `cargo bench --bench stats -- --warm-up-time 1 --measurement-time 2`
@@ -20,8 +23,8 @@ use criterion::{
 };
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, allocations_per_call, call_in_process, combined, loopback_client, one_rpc,
-    unary_body, unary_request,
+    CountingAllocator, Timed, allocations_per_call, call_in_process, combined, loopback_client,
+    one_rpc, unary_body, unary_request,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tokio::runtime::Runtime;
@@ -69,7 +72,7 @@ where
 /// A per-RPC timing of one variant: runs `CALLS_PER_ROUND` in-process calls.
 type Round<'a> = Box<dyn FnMut() -> Duration + 'a>;
 
-const CALLS_PER_ROUND: u32 = 2_000;
+const CALLS_PER_ROUND: u32 = 1_000;
 
 fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
 where
@@ -95,12 +98,16 @@ where
 /// The layer's per-RPC overhead, robust to a busy machine: the variants
 /// run interleaved, round after round, and each keeps its fastest round.
 fn interleaved_overhead() {
-    const ROUNDS: usize = 40;
+    const ROUNDS: usize = 150;
     let rt = runtime();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
         ("combined_1", round(&rt, combined!(server, 1))),
         ("combined_2", round(&rt, combined!(server, 2))),
+        (
+            "timed_2",
+            round(&rt, CombinedLayer::server().with(Timed).with(Timed)),
+        ),
         ("combined_8", round(&rt, combined!(server, 8))),
         ("stacked_2", round(&rt, combined!(server, stacked))),
     ];
@@ -129,6 +136,8 @@ fn in_process_server(c: &mut Criterion) {
     in_process(&mut group, &rt, "combined_0", CombinedLayer::server());
     in_process(&mut group, &rt, "combined_1", combined!(server, 1));
     in_process(&mut group, &rt, "combined_2", combined!(server, 2));
+    let timed_2 = CombinedLayer::server().with(Timed).with(Timed);
+    in_process(&mut group, &rt, "timed_2", timed_2);
     in_process(&mut group, &rt, "combined_8", combined!(server, 8));
     in_process(&mut group, &rt, "stacked_2", combined!(server, stacked));
     group.finish();

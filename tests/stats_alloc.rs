@@ -6,6 +6,7 @@ mod stats_harness;
 mod support;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -16,7 +17,7 @@ use stats_harness::{
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
 use tonic::service::Routes;
-use tonic_hotpath::stats::CombinedLayer;
+use tonic_hotpath::stats::{CombinedLayer, StatsIncoming};
 use tower::{Layer, Service};
 
 #[global_allocator]
@@ -140,5 +141,40 @@ fn loopback_allocations_per_rpc() {
         close(stacked - none, 2.0),
         "2+2 stacked add {}",
         stacked - none
+    );
+}
+
+/// `StatsIncoming` replaces tonic's `TcpConnectInfo` with the connection's
+/// tag; the server layer puts a `TcpConnectInfo` back so the service's
+/// `remote_addr()` works: one allocation per RPC (the extension's box).
+#[test]
+fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
+    let _serial = serial();
+    let rt = runtime();
+    let identity = tower::layer::util::Identity::new;
+    let plain = loopback(
+        &rt,
+        rt.block_on(loopback_client!(combined!(server, 2), identity())),
+    );
+    let client = rt.block_on(async {
+        let layer = combined!(server, 2);
+        let (addr, incoming) = support::bind().await;
+        let incoming = StatsIncoming::new(incoming, Arc::clone(layer.handler()));
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .layer(layer)
+                .add_service(EchoServer::new(EchoService))
+                .serve_with_incoming(incoming),
+        );
+        EchoClient::new(support::connect(addr).await)
+    });
+    let tagged = loopback(&rt, client);
+    eprintln!(
+        "loopback allocations per RPC, 2 server handlers: {plain}; with StatsIncoming {tagged}"
+    );
+    assert!(
+        (tagged - plain - 1.0).abs() < 0.05,
+        "StatsIncoming adds {}",
+        tagged - plain
     );
 }

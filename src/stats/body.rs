@@ -100,6 +100,8 @@ where
                     if *this.ends_rpc {
                         let error = framing_error_at_end(this.decoder, direction);
                         recorder.trailers_then_end(trailers, error);
+                        // Ended: dropping the body has nothing left to do.
+                        *this.ends_rpc = false;
                     }
                 }
             }
@@ -109,6 +111,7 @@ where
                 let error = RpcError::Body { direction, message };
                 if *this.ends_rpc {
                     recorder.end(Some((error, Some(code))), code, None);
+                    *this.ends_rpc = false;
                 } else {
                     recorder.record_error(error, Some(code));
                 }
@@ -120,6 +123,7 @@ where
                     // a missing status.
                     let error = error.map(|error| (error, None));
                     recorder.end(error, Code::Unknown, Some(RpcError::MissingStatus));
+                    *this.ends_rpc = false;
                 } else if let Some(error) = error {
                     recorder.record_error(error, None);
                 }

@@ -28,6 +28,7 @@ impl<A, B> Chain<A, B> {
 impl<A: StatsHandler, B: StatsHandler> StatsHandler for Chain<A, B> {
     type RpcState = (A::RpcState, B::RpcState);
     type ConnState = (A::ConnState, B::ConnState);
+    const PAYLOAD_TIMES: bool = A::PAYLOAD_TIMES || B::PAYLOAD_TIMES;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (
@@ -56,6 +57,7 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Chain<A, B> {
 impl<H: StatsHandler> StatsHandler for Arc<H> {
     type RpcState = H::RpcState;
     type ConnState = H::ConnState;
+    const PAYLOAD_TIMES: bool = H::PAYLOAD_TIMES;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (**self).tag_rpc(info, conn)

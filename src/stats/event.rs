@@ -69,8 +69,11 @@ pub struct Payload {
     pub wire_length: u64,
     /// Whether the message's compressed flag was set.
     pub compressed: bool,
-    /// When the message's prefix was seen.
-    pub time: Instant,
+    /// When the message's prefix was seen (messages whose prefixes arrive
+    /// in one body chunk share one reading). `None` when no handler of the
+    /// layer asked for payload times
+    /// ([`StatsHandler::PAYLOAD_TIMES`](super::StatsHandler::PAYLOAD_TIMES)).
+    pub time: Option<Instant>,
 }
 
 /// The end of an RPC (grpc-go `End`). Exactly one per `Begin`.

@@ -98,7 +98,12 @@ impl<H: StatsHandler> Drop for RecordRef<H> {
     fn drop(&mut self) {
         // Only the unique owner may recycle: no other holder can observe
         // the reset. (Two holders dropping at once may both see a shared
-        // record; it is then freed, not recycled.)
+        // record; it is then freed, not recycled.) The count check is a
+        // plain load that turns away the other holders before `get_mut`'s
+        // compare-and-swap.
+        if Arc::strong_count(&self.0) != 1 {
+            return;
+        }
         let Some(record) = Arc::get_mut(&mut self.0) else {
             return;
         };

@@ -293,12 +293,16 @@ impl<S> Core<S> {
 }
 
 /// The payload events of one body chunk: the first message locks the
-/// record and reads the clock; the lock is released when the batch drops.
+/// record and reads the clock (if a handler wants payload times); the lock
+/// is released when the batch drops.
 pub(crate) struct PayloadBatch<'a, H: StatsHandler> {
     recorder: &'a RpcRecorder<H>,
     direction: Direction,
-    open: Option<(MutexGuard<'a, Core<H::RpcState>>, Instant)>,
+    open: Option<LockedAt<'a, H::RpcState>>,
 }
+
+/// The record's core, locked for a batch, and the batch's time (if read).
+type LockedAt<'a, S> = (MutexGuard<'a, Core<S>>, Option<Instant>);
 
 impl<H: StatsHandler> PayloadBatch<'_, H> {
     /// Delivers the payload event for one decoded message prefix.
@@ -306,7 +310,7 @@ impl<H: StatsHandler> PayloadBatch<'_, H> {
         let recorder = self.recorder;
         let (core, time) = self
             .open
-            .get_or_insert_with(|| (recorder.lock(), Instant::now()));
+            .get_or_insert_with(|| (recorder.lock(), H::PAYLOAD_TIMES.then(Instant::now)));
         if core.ended {
             return;
         }

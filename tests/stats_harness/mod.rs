@@ -20,11 +20,22 @@ use tower::{Service, ServiceExt};
 
 use super::support::EchoRequest;
 
-/// A handler that observes nothing (every method is the no-op default).
+/// A handler that observes nothing (every method is the no-op default)
+/// and so asks for no payload times.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Noop;
 
 impl StatsHandler for Noop {
+    type RpcState = ();
+    type ConnState = ();
+    const PAYLOAD_TIMES: bool = false;
+}
+
+/// A no-op handler that keeps the default: payload events carry times.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Timed;
+
+impl StatsHandler for Timed {
     type RpcState = ();
     type ConnState = ();
 }
