@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
 use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
-use tonic_hotpath::tenant::OrgIdRequestExt;
+use tonic_hotpath::tenant::OrgId;
 
 use crate::handlers::lock;
 use crate::support::{EchoRequest, EchoResponse};
@@ -77,14 +77,12 @@ impl Backend {
         lock(&self.arena).1
     }
 
-    /// Handles one call.
+    /// Handles one call for `org_id`.
     pub async fn unary(
         &self,
+        org_id: OrgId,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, Status> {
-        let org_id = request
-            .org_id()
-            .ok_or_else(|| Status::unauthenticated("backend: no org id"))?;
         let metadata = x_metadata(request.metadata());
         let shards: Vec<&str> = metadata
             .iter()

@@ -8,7 +8,7 @@ use tokio::task::JoinSet;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt};
-use tonic_hotpath::tenant::{InjectOrgId, OrgId, OrgIdRequestExt};
+use tonic_hotpath::tenant::{InjectOrgId, OrgId};
 
 use crate::support::{EchoRequest, EchoResponse};
 use crate::{BackendClient, wire};
@@ -102,15 +102,12 @@ impl Gateway {
         Ok(chain)
     }
 
-    /// Handles one call.
+    /// Handles one call for `org_id`.
     pub async fn unary(
         &self,
+        org_id: OrgId,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, Status> {
-        let org_id = request
-            .org_id()
-            .ok_or_else(|| Status::unauthenticated("gateway: no org id"))?
-            .clone();
         let incoming = request.metadata();
         let request_id = incoming
             .get("x-request-id")

@@ -40,7 +40,7 @@ use tonic_hotpath::metadata::{
     OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer, OutgoingMetadataService,
 };
 use tonic_hotpath::stats::ClientStats;
-use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
+use tonic_hotpath::tenant::{OrgId, OrgIdRequestExt, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
 
 use backend::Backend;
@@ -59,8 +59,10 @@ const ORG_ID: &str = "acme-corp";
 /// The client's deadline for each call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Implements `Echo` for a type with an inherent `unary` method; the
-/// streaming methods answer `UNIMPLEMENTED` (the demo is unary only).
+/// Implements `Echo` for a type with an inherent
+/// `unary(org_id, request)` method, handing it the org id that
+/// `RequireOrgIdLayer` validated; the streaming methods answer
+/// `UNIMPLEMENTED` (the demo is unary only).
 macro_rules! unary_only_echo {
     ($service:ty) => {
         #[tonic::async_trait]
@@ -69,7 +71,11 @@ macro_rules! unary_only_echo {
                 &self,
                 request: Request<EchoRequest>,
             ) -> Result<tonic::Response<support::EchoResponse>, tonic::Status> {
-                self.unary(request).await
+                // The tenant accessor: what RequireOrgIdLayer validated.
+                let org_id = request.org_id().cloned().ok_or_else(|| {
+                    tonic::Status::unauthenticated(concat!(stringify!($service), ": no org id"))
+                })?;
+                self.unary(org_id, request).await
             }
 
             type ServerStreamingEchoStream = support::ResponseStream;
