@@ -25,8 +25,9 @@ pub struct Gateway {
     fan_out: usize,
 }
 
-fn metadata_error(step: &str) -> impl FnOnce(tonic_hotpath::metadata::MetadataError) -> Status {
-    let step = step.to_owned();
+fn metadata_error(
+    step: &'static str,
+) -> impl FnOnce(tonic_hotpath::metadata::MetadataError) -> Status {
     move |error| Status::internal(format!("gateway {step}: {error}"))
 }
 
