@@ -109,7 +109,8 @@ macro_rules! unary_only_echo {
 unary_only_echo!(Backend);
 unary_only_echo!(Gateway);
 
-/// Every side's handlers, for the report.
+/// Every instrumented side's handlers, for the report.
+#[derive(Debug, Default)]
 struct Sides {
     client: SideStats,
     gateway_server: SideStats,
@@ -144,52 +145,57 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let started = Instant::now();
-    let org_id = OrgId::new(ORG_ID)?;
-    let sides = Sides {
-        client: SideStats::default(),
-        gateway_server: SideStats::default(),
-        gateway_client: SideStats::default(),
-    };
-    println!(
-        "tonic-hotpath quickstart: {} requests, fan-out {} (org id {org_id})",
-        options.requests, options.fan_out
-    );
-
-    // Backend: every call must carry a valid org id.
+/// Starts the backend: every call must carry a valid org id.
+fn spawn_backend() -> std::io::Result<(SocketAddr, Arc<Backend>)> {
     let backend = Arc::new(Backend::default());
-    let (backend_addr, incoming) = bind_nodelay()?;
+    let (addr, incoming) = bind_nodelay()?;
     tokio::spawn(
         Server::builder()
             .layer(RequireOrgIdLayer::new())
             .add_service(EchoServer::from_arc(Arc::clone(&backend)))
             .serve_with_incoming(incoming),
     );
-    println!("  backend  {backend_addr}  RequireOrgIdLayer, MonotonicArena per reply");
+    println!("  backend  {addr}  RequireOrgIdLayer, MonotonicArena per reply");
+    Ok((addr, backend))
+}
 
-    // Gateway: stats outermost, so rejected calls are counted too.
-    let backend_channel = support::connect(backend_addr).await;
+/// Starts the gateway: stats outermost (so refused calls are counted too),
+/// then the org-id check; its own client to the backend is instrumented.
+async fn spawn_gateway(
+    backend_addr: SocketAddr,
+    fan_out: usize,
+    sides: &Sides,
+) -> std::io::Result<SocketAddr> {
     let backend_client: BackendClient = EchoClient::new(
         ServiceBuilder::new()
             .layer(OutgoingMetadataLayer::new())
             .layer(sides.gateway_client.client_layer())
-            .service(backend_channel),
+            .service(support::connect(backend_addr).await),
     );
-    let (gateway_addr, incoming) = bind_nodelay()?;
+    let (addr, incoming) = bind_nodelay()?;
     tokio::spawn(
         Server::builder()
             .layer(sides.gateway_server.server_layer())
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(Gateway::new(
-                backend_client,
-                options.fan_out,
-            )))
+            .add_service(EchoServer::new(Gateway::new(backend_client, fan_out)))
             .serve_with_incoming(incoming),
     );
     println!(
-        "  gateway  {gateway_addr}  CombinedLayer[metrics, events] > RequireOrgIdLayer; fans out to the backend"
+        "  gateway  {addr}  CombinedLayer[metrics, events] > RequireOrgIdLayer; fans out to the backend"
     );
+    Ok(addr)
+}
+
+async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let org_id = OrgId::new(ORG_ID)?;
+    let sides = Sides::default();
+    println!(
+        "tonic-hotpath quickstart: {} requests, fan-out {} (org id {org_id})",
+        options.requests, options.fan_out
+    );
+    let (backend_addr, backend) = spawn_backend()?;
+    let gateway_addr = spawn_gateway(backend_addr, options.fan_out, &sides).await?;
 
     // Client: org id stamped, metadata chain written, stats on what is sent.
     let gateway_channel = support::connect(gateway_addr).await;
@@ -249,11 +255,14 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     checks.report(&rejected);
+    let client_stats = sides.client.metrics.snapshot();
+    let gateway_server_stats = sides.gateway_server.metrics.snapshot();
+    let gateway_client_stats = sides.gateway_client.metrics.snapshot();
     report::section("per-method stats (metrics handler, one CombinedLayer per side)");
     report::stats_table(&[
-        ("client", sides.client.metrics.snapshot()),
-        ("gateway server", sides.gateway_server.metrics.snapshot()),
-        ("gateway->backend", sides.gateway_client.metrics.snapshot()),
+        ("client", &client_stats),
+        ("gateway server", &gateway_server_stats),
+        ("gateway->backend", &gateway_client_stats),
     ]);
     report::section("events (event-log handler, same layers)");
     report::event_logs(&[
@@ -262,11 +271,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         ("gateway->backend", &sides.gateway_client.log),
     ]);
     checks.arena(backend.arena_totals())?;
-    checks.stats(
-        &sides.client.metrics.snapshot(),
-        &sides.gateway_server.metrics.snapshot(),
-        &sides.gateway_client.metrics.snapshot(),
-    )?;
+    checks.stats(&client_stats, &gateway_server_stats, &gateway_client_stats)?;
     println!(
         "\nall checks passed in {:.2?} ({} calls to the gateway, {} to the backend)",
         started.elapsed(),

@@ -53,10 +53,10 @@ fn millis(duration: Duration) -> String {
 }
 
 /// One row per (side, method) of the metrics handlers.
-pub fn stats_table(sides: &[(&str, BTreeMap<String, MethodStats>)]) {
+pub fn stats_table(sides: &[(&str, &BTreeMap<String, MethodStats>)]) {
     let mut rows = Vec::new();
     for (side, methods) in sides {
-        for (method, stats) in methods {
+        for (method, stats) in *methods {
             let codes: Vec<String> = stats
                 .codes
                 .iter()
