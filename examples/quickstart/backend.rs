@@ -23,8 +23,16 @@ pub const ARENA_BUFFER_SIZE: usize = 2 * 1024;
 pub struct ArenaTotals {
     /// Replies assembled (one reset after each).
     pub resets: u64,
-    /// Largest `len` of one reply.
-    pub max_len: usize,
+    /// Size of the last reply text: the next reply reserves this plus an
+    /// eighth, so it is assembled in one piece instead of by doubling.
+    pub last_reply_bytes: usize,
+    /// Largest reply text, in bytes.
+    pub max_reply_bytes: usize,
+    /// Arena `len` after assembling the first reply (grown by doubling,
+    /// nothing to reserve from yet).
+    pub first_len: usize,
+    /// Arena `len` after assembling the last reply (reserved up front).
+    pub last_len: usize,
     /// Largest `len` seen right after a reset (must be 0).
     pub max_len_after_reset: usize,
     /// Figures at the end of the run.
@@ -109,7 +117,9 @@ impl Backend {
         let mut guard = lock(&self.arena);
         let (arena, totals) = &mut *guard;
         let text = {
-            let mut out = ByteBuffer::new(arena);
+            let hint = totals.last_reply_bytes;
+            let mut out =
+                ByteBuffer::with_capacity(arena, hint + hint / 8).map_err(out_of_memory)?;
             wire::write_shard_head(&mut out, shard, org_id, metadata).map_err(out_of_memory)?;
             for item in 0..RECORDS_PER_CALL {
                 let record =
@@ -123,13 +133,18 @@ impl Backend {
                 buffers: arena.buffer_count(),
             };
             wire::write_arena(&mut out, figures).map_err(out_of_memory)?;
-            totals.max_len = totals.max_len.max(figures.len);
+            if totals.resets == 0 {
+                totals.first_len = figures.len;
+            }
+            totals.last_len = figures.len;
             out.as_str()
                 .map_err(|e| Status::internal(format!("backend reply is not UTF-8: {e}")))?
                 .to_owned()
         };
         arena.reset();
         totals.resets += 1;
+        totals.last_reply_bytes = text.len();
+        totals.max_reply_bytes = totals.max_reply_bytes.max(text.len());
         totals.max_len_after_reset = totals.max_len_after_reset.max(arena.len());
         totals.last = ArenaFigures {
             len: arena.len(),

@@ -232,7 +232,18 @@ impl Checks {
                     "replies assembled / resets".into(),
                     totals.resets.to_string(),
                 ],
-                vec!["largest reply len (bytes)".into(), a.len.to_string()],
+                vec![
+                    "largest reply text (bytes)".into(),
+                    totals.max_reply_bytes.to_string(),
+                ],
+                vec![
+                    "arena len, first reply (grown by doubling)".into(),
+                    totals.first_len.to_string(),
+                ],
+                vec![
+                    "arena len, last reply (reserved up front)".into(),
+                    totals.last_len.to_string(),
+                ],
                 vec![
                     "cap (bytes, buffers kept)".into(),
                     totals.last.cap.to_string(),
