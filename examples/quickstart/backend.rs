@@ -106,7 +106,8 @@ impl Backend {
         Ok(Response::new(EchoResponse { message }))
     }
 
-    /// Builds the reply text in the arena, copies it out, resets the arena.
+    /// Builds the reply text in the arena, copies it out, resets the arena
+    /// (also when assembling failed, so no request inherits another's bytes).
     fn assemble(
         &self,
         shard: &str,
@@ -116,35 +117,9 @@ impl Backend {
     ) -> Result<String, Status> {
         let mut guard = lock(&self.arena);
         let (arena, totals) = &mut *guard;
-        let text = {
-            let hint = totals.last_reply_bytes;
-            let mut out =
-                ByteBuffer::with_capacity(arena, hint + hint / 8).map_err(out_of_memory)?;
-            wire::write_shard_head(&mut out, shard, org_id, metadata).map_err(out_of_memory)?;
-            for item in 0..RECORDS_PER_CALL {
-                let record =
-                    format_args!("{ask} item={item:03} org={org_id} qty={}", item * 7 % 13);
-                wire::write_record(&mut out, record).map_err(out_of_memory)?;
-            }
-            let figures = ArenaFigures {
-                len: arena.len(),
-                cap: arena.cap(),
-                peak: arena.peak(),
-                buffers: arena.buffer_count(),
-            };
-            wire::write_arena(&mut out, figures).map_err(out_of_memory)?;
-            if totals.resets == 0 {
-                totals.first_len = figures.len;
-            }
-            totals.last_len = figures.len;
-            out.as_str()
-                .map_err(|e| Status::internal(format!("backend reply is not UTF-8: {e}")))?
-                .to_owned()
-        };
+        let assembled = write_reply(arena, totals, shard, org_id, metadata, ask);
         arena.reset();
         totals.resets += 1;
-        totals.last_reply_bytes = text.len();
-        totals.max_reply_bytes = totals.max_reply_bytes.max(text.len());
         totals.max_len_after_reset = totals.max_len_after_reset.max(arena.len());
         totals.last = ArenaFigures {
             len: arena.len(),
@@ -152,6 +127,43 @@ impl Backend {
             peak: arena.peak(),
             buffers: arena.buffer_count(),
         };
+        let text = assembled?;
+        totals.last_reply_bytes = text.len();
+        totals.max_reply_bytes = totals.max_reply_bytes.max(text.len());
         Ok(text)
     }
+}
+
+/// Writes one reply into `arena`, reserving room from the last reply's
+/// size, and returns it as an owned string.
+fn write_reply(
+    arena: &MonotonicArena,
+    totals: &mut ArenaTotals,
+    shard: &str,
+    org_id: &str,
+    metadata: &[(String, String)],
+    ask: &str,
+) -> Result<String, Status> {
+    let hint = totals.last_reply_bytes;
+    let mut out = ByteBuffer::with_capacity(arena, hint + hint / 8).map_err(out_of_memory)?;
+    wire::write_shard_head(&mut out, shard, org_id, metadata).map_err(out_of_memory)?;
+    for item in 0..RECORDS_PER_CALL {
+        let record = format_args!("{ask} item={item:03} org={org_id} qty={}", item * 7 % 13);
+        wire::write_record(&mut out, record).map_err(out_of_memory)?;
+    }
+    let figures = ArenaFigures {
+        len: arena.len(),
+        cap: arena.cap(),
+        peak: arena.peak(),
+        buffers: arena.buffer_count(),
+    };
+    wire::write_arena(&mut out, figures).map_err(out_of_memory)?;
+    if totals.resets == 0 {
+        totals.first_len = figures.len;
+    }
+    totals.last_len = figures.len;
+    let text = out
+        .as_str()
+        .map_err(|e| Status::internal(format!("backend reply is not UTF-8: {e}")))?;
+    Ok(text.to_owned())
 }
