@@ -306,6 +306,23 @@ fn issue_8860(c: &mut Criterion) {
             map.into_headers()
         })
     });
+    group.bench_function(
+        "MetadataMap clone + 2 appends + into_headers + te, content-type",
+        |b| {
+            b.iter(|| {
+                let mut map = black_box(&base).clone();
+                map.append("x-trace-id", MetadataValue::from_static("trace-1"));
+                map.append("x-span-id", MetadataValue::from_static("span-1"));
+                let mut headers = map.into_headers();
+                headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/grpc"),
+                );
+                headers
+            })
+        },
+    );
     group.finish();
 }
 
