@@ -9,7 +9,9 @@
 //!   cost), with and without timing the chain's drop, vs clone-per-append
 //!   and mutate-in-place `MetadataMap` (their drop timed);
 //! - `issue_8860`: 4 base keys + 2 appends read for sending, written into a
-//!   `HeaderMap` or materialised to a `MetadataMap`;
+//!   fresh `HeaderMap`, a pre-sized one, or a request's headers that already
+//!   hold tonic's `te` and `content-type` (beside building those alone), or
+//!   materialised to a `MetadataMap`;
 //! - `get_all`: one key's values from chains of 10 and 100 vs
 //!   materialise-then-get.
 //!
@@ -21,7 +23,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use tonic::metadata::{Ascii, MetadataKey, MetadataMap, MetadataValue};
 use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
 
@@ -93,6 +95,10 @@ fn append_one(c: &mut Criterion) {
     let entry = MetadataEntry::from_static("x-request-id", "r-12345").unwrap();
     group.bench_function("chain append_entry (pre-built entry)", |b| {
         b.iter(|| black_box(&chain).append_entry(entry.clone()).unwrap())
+    });
+    const REQUEST_ID: MetadataEntry = tonic_hotpath::metadata_entry!("x-request-id", "r-12345");
+    group.bench_function("chain append_entry (const entry)", |b| {
+        b.iter(|| black_box(&chain).append_entry(REQUEST_ID).unwrap())
     });
     group.bench_function("chain append (runtime strings)", |b| {
         b.iter(|| {
@@ -270,6 +276,25 @@ fn issue_8860(c: &mut Criterion) {
             headers
         })
     });
+    group.bench_function("chain write_to HeaderMap::with_capacity(len)", |b| {
+        b.iter(|| {
+            let mut headers = HeaderMap::with_capacity(black_box(&chain).len());
+            black_box(&chain).write_to(&mut headers).unwrap();
+            headers
+        })
+    });
+    // The map the client layer really writes into: a request's headers,
+    // already holding what tonic set (`te`, `content-type`).
+    group.bench_function("request headers (te, content-type) alone", |b| {
+        b.iter(request_headers)
+    });
+    group.bench_function("chain write_to request headers (te, content-type)", |b| {
+        b.iter(|| {
+            let mut headers = request_headers();
+            black_box(&chain).write_to(&mut headers).unwrap();
+            headers
+        })
+    });
     group.bench_function("chain to_metadata_map", |b| {
         b.iter(|| black_box(&chain).to_metadata_map())
     });
@@ -281,7 +306,36 @@ fn issue_8860(c: &mut Criterion) {
             map.into_headers()
         })
     });
+    group.bench_function(
+        "MetadataMap clone + 2 appends + into_headers + te, content-type",
+        |b| {
+            b.iter(|| {
+                let mut map = black_box(&base).clone();
+                map.append("x-trace-id", MetadataValue::from_static("trace-1"));
+                map.append("x-span-id", MetadataValue::from_static("span-1"));
+                let mut headers = map.into_headers();
+                headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/grpc"),
+                );
+                headers
+            })
+        },
+    );
     group.finish();
+}
+
+/// A request's headers as tonic hands them to the layers below the client:
+/// `te` and `content-type` already set.
+fn request_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers
 }
 
 fn get_all(c: &mut Criterion) {

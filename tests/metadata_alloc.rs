@@ -178,3 +178,13 @@ fn issue_8860_header_write_allocation_count() {
     println!("write with a copied pair: first {first}, then {second} allocation(s)");
     assert_eq!((first, second), (2, 0));
 }
+
+#[test]
+fn const_entry_append_allocates_exactly_once() {
+    const TRACE: MetadataEntry = tonic_hotpath::metadata_entry!("x-trace", "abc");
+    let chain = chain_of(10);
+    let (next, allocations) = count(|| chain.append_entry(TRACE).unwrap());
+    println!("append_entry (const entry): {allocations} allocation(s)");
+    assert_eq!(allocations, 1);
+    assert_eq!(next.get("x-trace").unwrap(), "abc");
+}

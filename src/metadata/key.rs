@@ -56,6 +56,38 @@ pub(crate) fn is_debug_visible(key: &str) -> bool {
     DEBUG_VISIBLE_KEYS.contains(&key)
 }
 
+/// [`is_reserved`] for lower-case keys, usable in `const` code.
+const fn const_is_reserved(key: &[u8]) -> bool {
+    let mut i = 0;
+    while i < RESERVED_KEYS.len() {
+        if const_eq(RESERVED_KEYS[i].as_bytes(), key) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether `key` ends in `suffix` (byte for byte), usable in `const` code.
+const fn const_ends_with(key: &[u8], suffix: &[u8]) -> bool {
+    if key.len() < suffix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < suffix.len() {
+        if key[key.len() - suffix.len() + i] != suffix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Byte-for-byte equality, usable in `const` code.
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && const_ends_with(a, b)
+}
+
 #[inline]
 fn ends_with_bin(key: &[u8]) -> bool {
     key.len() >= 4 && key[key.len() - 4..].eq_ignore_ascii_case(b"-bin")
@@ -221,6 +253,56 @@ impl MetadataEntry {
         Ok(Self { name, value })
     }
 
+    /// An ASCII entry from `'static` strings, checkable at compile time:
+    /// `None` unless `key` is a valid, already lower-case, non-reserved,
+    /// non-`-bin` gRPC key and `value` printable ASCII. Use it in a `const`
+    /// item (or through [`metadata_entry!`](crate::metadata_entry), which
+    /// turns `None` into a compile error) so that each append of the entry
+    /// does no checking and no copying at all; [`from_static`](Self::from_static)
+    /// says why an entry is refused, and lowers upper-case keys.
+    ///
+    /// ```
+    /// use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
+    ///
+    /// const TRACE: Option<MetadataEntry> = MetadataEntry::try_from_static("x-trace-id", "abc");
+    /// assert!(TRACE.is_some());
+    /// assert!(MetadataEntry::try_from_static("X-Trace-Id", "abc").is_none()); // upper case
+    /// assert!(MetadataEntry::try_from_static("te", "trailers").is_none()); // reserved
+    /// assert!(MetadataEntry::try_from_static("x-k", "line\n").is_none()); // not printable
+    /// ```
+    #[must_use]
+    pub const fn try_from_static(key: &'static str, value: &'static str) -> Option<Self> {
+        let (key_bytes, value_bytes) = (key.as_bytes(), value.as_bytes());
+        if key_bytes.is_empty() || key_bytes.len() > MAX_KEY_LEN {
+            return None;
+        }
+        let mut i = 0;
+        while i < key_bytes.len() {
+            // Upper case is refused too: lowering it needs a runtime copy.
+            if KEY_BYTE_CLASS[key_bytes[i] as usize] != 0 {
+                return None;
+            }
+            i += 1;
+        }
+        if const_is_reserved(key_bytes) || const_ends_with(key_bytes, b"-bin") {
+            return None;
+        }
+        let mut i = 0;
+        while i < value_bytes.len() {
+            if !matches!(value_bytes[i], 0x20..=0x7e) {
+                return None;
+            }
+            i += 1;
+        }
+        // Neither can panic: `0-9 a-z - _ .` within `MAX_KEY_LEN` bytes is a
+        // subset of what `HeaderName::from_static` accepts, and printable
+        // ASCII of what `HeaderValue::from_static` accepts.
+        Some(Self {
+            name: HeaderName::from_static(key),
+            value: HeaderValue::from_static(value),
+        })
+    }
+
     /// An ASCII entry from borrowed strings: the key and the value are each
     /// copied once.
     pub fn ascii(key: &str, value: &str) -> Result<Self, MetadataError> {
@@ -289,6 +371,35 @@ impl MetadataEntry {
     pub fn into_parts(self) -> (HeaderName, HeaderValue) {
         (self.name, self.value)
     }
+}
+
+/// A [`MetadataEntry`] from `'static` strings, checked at compile time: an
+/// invalid, upper-case, reserved or `-bin` key, or a value that is not
+/// printable ASCII, fails the build instead of returning an error. Appending
+/// the entry ([`append_entry`](crate::metadata::OutgoingMetadata::append_entry))
+/// then checks only the size limit.
+///
+/// ```
+/// use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
+///
+/// const TENANT: MetadataEntry = tonic_hotpath::metadata_entry!("x-tenant", "acme");
+/// let md = OutgoingMetadata::new().append_entry(TENANT)?;
+/// assert_eq!(md.get("x-tenant").unwrap(), "acme");
+/// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+/// ```
+///
+/// ```compile_fail
+/// // `te` is reserved: this does not compile.
+/// const TE: tonic_hotpath::metadata::MetadataEntry = tonic_hotpath::metadata_entry!("te", "trailers");
+/// ```
+#[macro_export]
+macro_rules! metadata_entry {
+    ($key:expr, $value:expr $(,)?) => {
+        const {
+            $crate::metadata::MetadataEntry::try_from_static($key, $value)
+                .expect("invalid gRPC metadata entry (MetadataEntry::from_static says why)")
+        }
+    };
 }
 
 impl fmt::Debug for MetadataEntry {
