@@ -200,7 +200,7 @@ impl State {
         let found = (first..last).find(|&j| self.buffers[j].size() >= size);
         let j = match found {
             Some(j) => {
-                self.buffers[j].memory()?;
+                self.buffers[j].memory(&mut self.carver)?;
                 j
             }
             None => self.push_buffer(size)?,

@@ -74,6 +74,7 @@ mod error;
 pub mod low_waste;
 mod pool;
 pub mod replay;
+mod slab;
 mod state;
 mod typed;
 
