@@ -557,3 +557,95 @@ fn arena_is_send() {
     let handle = std::thread::spawn(move || *arena.alloc(5u32) + 1);
     assert_eq!(handle.join().unwrap(), 6);
 }
+
+// Slabs: consecutive buffers are carved from shared zeroed slabs (1, 2, 4,
+// ... buffers' worth), buffers over 1 MiB get their own.
+
+/// Fills `size` bytes at `ptr` with `byte` after checking they are zero.
+fn check_zero_then_fill(ptr: NonNull<u8>, size: usize, byte: u8) {
+    // SAFETY (test): `ptr` was just handed out for `size` bytes.
+    let memory = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
+    assert!(
+        memory.iter().all(|&b| b == 0),
+        "handed-out memory is zeroed"
+    );
+    memory.fill(byte);
+}
+
+/// One exact-fill allocation per buffer, `count` buffers, each filled with
+/// its own byte; returns the buffers' addresses.
+fn fill_buffers(arena: &MonotonicArena, size: usize, align: usize, count: usize) -> Vec<usize> {
+    (0..count)
+        .map(|i| {
+            let ptr = arena
+                .alloc_layout(Layout::from_size_align(size, align).unwrap())
+                .unwrap();
+            assert_eq!(addr(ptr) % align, 0);
+            check_zero_then_fill(ptr, size, i as u8 + 1);
+            addr(ptr)
+        })
+        .collect()
+}
+
+#[test]
+fn slab_carved_buffers_are_disjoint_aligned_and_keep_their_bytes() {
+    let arena = arena(1000, 0);
+    // 40 buffers: slabs of 1, 2, 4, 8, 16 and part of a 32-buffer one.
+    let starts = fill_buffers(&arena, 1000, 8, 40);
+    assert_eq!((arena.buffer_count(), arena.cursor()), (40, 39));
+    assert_eq!(arena.cap(), 40 * 1007, "cap: logical buffers of 1000 + 7");
+    let mut sorted = starts.clone();
+    sorted.sort_unstable();
+    assert!(sorted.windows(2).all(|w| w[1] - w[0] >= 1000), "disjoint");
+    for (i, &start) in starts.iter().enumerate() {
+        // SAFETY (test): each buffer's 1000 bytes are still live.
+        let memory = unsafe { std::slice::from_raw_parts(start as *const u8, 1000) };
+        assert!(
+            memory.iter().all(|&b| b == i as u8 + 1),
+            "buffer {i} intact"
+        );
+    }
+}
+
+#[test]
+fn large_alignment_inside_slab_carved_buffers() {
+    // Buffers of 100 + 4095 bytes carved back to back at 16-byte steps: the
+    // padding happens inside each buffer, whatever its offset in the slab.
+    let arena = arena(0, 0);
+    fill_buffers(&arena, 100, 4096, 12);
+    assert_eq!(arena.buffer_count(), 12);
+    assert_eq!(arena.cap(), 12 * (100 + 4095));
+}
+
+#[test]
+fn reset_zeroes_every_slab_carved_buffer_and_reuses_it() {
+    let mut arena = arena(512, 0);
+    let first = fill_buffers(&arena, 512, 16, 20);
+    arena.reset();
+    let again = fill_buffers(&arena, 512, 16, 20);
+    assert_eq!(first, again, "same buffers, same places, zeroed again");
+    assert_eq!(arena.buffer_count(), 20);
+}
+
+#[test]
+fn release_frees_slabs_and_buffers_come_back_zeroed() {
+    for low_waste in [false, true] {
+        let mut arena = MonotonicArena::builder()
+            .min_buffer_size(256)
+            .initial_buffer_count(0)
+            .low_waste(low_waste)
+            .build();
+        fill_buffers(&arena, 256, 16, 20);
+        let big = bytes(&arena, (1 << 20) + 1); // over 1 MiB: its own slab
+        check_zero_then_fill(big, (1 << 20) + 1, 0xAB);
+        fill_buffers(&arena, 256, 16, 5);
+        let cap = arena.cap();
+        arena.release();
+        assert_eq!((arena.cap(), arena.len()), (cap, 0));
+        // Same buffers, fresh memory: valgrind flags any use of a freed slab.
+        fill_buffers(&arena, 256, 16, 30);
+        check_zero_then_fill(bytes(&arena, (1 << 20) + 1), (1 << 20) + 1, 1);
+        arena.release();
+        arena.release();
+    }
+}

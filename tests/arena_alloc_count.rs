@@ -1,6 +1,7 @@
 //! Heap allocations made by the arena, counted with a counting global
 //! allocator: the fast path, in-place `Vec` growth, reset and the pool's
-//! return path allocate nothing; growth allocates one buffer.
+//! return path allocate nothing; growth allocates one slab per doubling
+//! (slabs back consecutive buffers: 1, 2, 4, ... buffers' worth).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -66,7 +67,7 @@ fn fast_path_and_reset_allocate_nothing() {
 }
 
 #[test]
-fn growth_allocates_one_buffer_per_new_buffer() {
+fn growth_allocates_one_slab_per_doubling() {
     let arena = MonotonicArena::builder().min_buffer_size(1024).build();
     arena.alloc(0u8);
     let (n, _) = allocations(|| {
@@ -75,10 +76,29 @@ fn growth_allocates_one_buffer_per_new_buffer() {
             arena.alloc(0u64);
         }
     });
-    // 9 new buffers (the buffer list itself may also grow: at most a few
-    // reallocations).
-    assert!((9..=9 + 4).contains(&n), "{n}");
+    // Buffer 0 had a 1 KiB slab; buffers 1-2 share a 2 KiB one, 3-6 a
+    // 4 KiB one, 7-9 an 8 KiB one: 3 slabs (the buffer list itself may also
+    // grow: at most a few reallocations). Before slabs: one per buffer, 9.
+    assert!((3..=3 + 4).contains(&n), "{n}");
     assert_eq!(arena.buffer_count(), 10);
+}
+
+#[test]
+fn thousands_of_buffers_take_few_slabs() {
+    let arena = MonotonicArena::builder()
+        .min_buffer_size(4096)
+        .initial_buffer_count(0)
+        .build();
+    let (n, _) = allocations(|| {
+        for _ in 0..4096 {
+            arena.alloc_slice_fill_with(4096, |_| 1u8).unwrap();
+        }
+    });
+    assert_eq!(arena.buffer_count(), 4096);
+    // 16 MiB of 4 KiB buffers: slabs of 4 KiB, 8 KiB, ... 4 MiB (11 slabs,
+    // 8 188 KiB) then 2 more 4 MiB ones; plus the buffer list's ~13
+    // reallocations. One allocation per buffer before slabs: 4 096.
+    assert!((13..=13 + 14).contains(&n), "{n}");
 }
 
 #[test]

@@ -5,12 +5,16 @@
 //! to `size` are zero. Fresh memory comes from `alloc_zeroed`; a rewind zeroes
 //! exactly the used prefix; nothing ever hands out memory past `used` without
 //! moving `used` over it first. Memory handed out is therefore always zeroed.
+//!
+//! Buffers get their memory from the [`Carver`]'s slabs; the buffer that
+//! owns a slab frees it (see [`slab`](super::slab)).
 
-use std::alloc::{self, Layout};
+use std::alloc;
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 
 use super::AllocError;
+use super::slab::{Carver, slab_layout};
 
 /// Alignment of every buffer's base address. Requests with a larger alignment
 /// pad inside the buffer (go-arena sizes new buffers `size + align - 1` for
@@ -32,15 +36,19 @@ pub(crate) fn buffer_size(size: usize, slack: usize, align: usize) -> Result<usi
         .ok_or(AllocError::SizeOverflow { size, align })
 }
 
-/// One contiguous, zero-initialised heap block with a bump offset.
+/// One contiguous, zero-initialised block with a bump offset, carved from a
+/// slab.
 ///
-/// The memory is allocated lazily (go-arena creates `initial_buffer_count`
-/// buffers up front but touches their memory only on first use), freed by
-/// [`Buffer::free`] or on drop.
+/// The memory is obtained lazily (go-arena creates `initial_buffer_count`
+/// buffers up front but touches their memory only on first use) and
+/// forgotten by [`Buffer::free`] or on drop; a buffer that owns its slab
+/// frees the slab then. All buffers of an arena forget their memory together.
 pub(crate) struct Buffer {
     memory: Option<NonNull<u8>>,
     size: usize,
     used: usize,
+    /// Size of the slab starting at `memory` that this buffer owns, or 0.
+    owned_slab: usize,
 }
 
 impl Buffer {
@@ -50,21 +58,15 @@ impl Buffer {
             memory: None,
             size,
             used: 0,
+            owned_slab: 0,
         }
     }
 
-    /// A buffer of `size` bytes with its memory allocated now.
-    pub(crate) fn allocated(size: usize) -> Result<Self, AllocError> {
+    /// A buffer of `size` bytes with its memory carved now.
+    pub(crate) fn allocated(size: usize, carver: &mut Carver) -> Result<Self, AllocError> {
         let mut buffer = Buffer::lazy(size);
-        buffer.memory()?;
+        buffer.memory(carver)?;
         Ok(buffer)
-    }
-
-    fn layout(size: usize) -> Result<Layout, AllocError> {
-        Layout::from_size_align(size, BUFFER_ALIGN).map_err(|_| AllocError::SizeOverflow {
-            size,
-            align: BUFFER_ALIGN,
-        })
     }
 
     /// Capacity in bytes.
@@ -82,18 +84,16 @@ impl Buffer {
         self.size - self.used
     }
 
-    /// The buffer's base address, allocating the zeroed memory if needed.
-    /// `None` for a zero-size buffer, which owns no memory.
-    pub(crate) fn memory(&mut self) -> Result<Option<NonNull<u8>>, AllocError> {
+    /// The buffer's base address, carving the zeroed memory if needed.
+    /// `None` for a zero-size buffer, which has no memory.
+    pub(crate) fn memory(
+        &mut self,
+        carver: &mut Carver,
+    ) -> Result<Option<NonNull<u8>>, AllocError> {
         if self.memory.is_none() && self.size != 0 {
-            let layout = Buffer::layout(self.size)?;
-            // SAFETY: `layout` has a non-zero size (checked above) and a valid
-            // power-of-two alignment, as `alloc_zeroed` requires.
-            let raw = unsafe { alloc::alloc_zeroed(layout) };
-            let memory = NonNull::new(raw).ok_or(AllocError::OutOfMemory {
-                buffer_size: self.size,
-            })?;
-            self.memory = Some(memory);
+            let carved = carver.carve(self.size)?;
+            self.memory = Some(carved.base);
+            self.owned_slab = carved.owned_slab;
         }
         Ok(self.memory)
     }
@@ -121,11 +121,12 @@ impl Buffer {
         &mut self,
         size: usize,
         align: usize,
+        carver: &mut Carver,
     ) -> Result<Option<(NonNull<u8>, usize)>, AllocError> {
         if size > self.remaining() {
             return Ok(None);
         }
-        let Some(base) = self.memory()? else {
+        let Some(base) = self.memory(carver)? else {
             return Ok(None);
         };
         let Some(left) = self.room_after(size, align) else {
@@ -142,8 +143,11 @@ impl Buffer {
 
     /// The `(pos, end)` pointers of the free tail, for use as the bump window.
     /// Allocates the memory lazily; a zero-size buffer yields an empty window.
-    pub(crate) fn tail(&mut self) -> Result<(NonNull<u8>, NonNull<u8>), AllocError> {
-        let Some(base) = self.memory()? else {
+    pub(crate) fn tail(
+        &mut self,
+        carver: &mut Carver,
+    ) -> Result<(NonNull<u8>, NonNull<u8>), AllocError> {
+        let Some(base) = self.memory(carver)? else {
             return Ok((NonNull::dangling(), NonNull::dangling()));
         };
         // SAFETY: `used <= size` and `size` is the allocation's length, so both
@@ -171,18 +175,20 @@ impl Buffer {
         self.used = 0;
     }
 
-    /// Frees the memory (the buffer keeps its size and allocates again
-    /// lazily, as go-arena's `Release`) and rewinds to empty.
+    /// Forgets the memory, freeing the slab this buffer owns (the buffer
+    /// keeps its size and gets memory again lazily, as go-arena's
+    /// `Release`), and rewinds to empty. The arena frees all its buffers
+    /// together and clears its [`Carver`], so no buffer keeps a pointer into
+    /// a freed slab.
     pub(crate) fn free(&mut self) {
-        if let Some(base) = self.memory.take() {
-            // SAFETY: `Buffer::layout` validated `(size, BUFFER_ALIGN)` before
-            // the memory was allocated, and `size` never changes; `base` came
-            // from `alloc_zeroed` with that layout and is freed once (`take`
-            // cleared the field).
-            unsafe {
-                let layout = Layout::from_size_align_unchecked(self.size, BUFFER_ALIGN);
-                alloc::dealloc(base.as_ptr(), layout);
-            }
+        if let Some(base) = self.memory.take()
+            && let Some(layout) = slab_layout(std::mem::take(&mut self.owned_slab))
+            && layout.size() != 0
+        {
+            // SAFETY: this buffer owns the slab starting at `base`: it came
+            // from `alloc_zeroed` with exactly this layout (see
+            // `Carver::carve`) and is freed once (`take` cleared both fields).
+            unsafe { alloc::dealloc(base.as_ptr(), layout) };
         }
         self.used = 0;
     }
@@ -301,6 +307,7 @@ impl std::fmt::Debug for Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arena::slab::Carver;
 
     fn read(ptr: NonNull<u8>, len: usize) -> Vec<u8> {
         // SAFETY (test): callers pass ranges inside a live buffer.
@@ -318,17 +325,18 @@ mod tests {
 
     #[test]
     fn memory_is_lazy_and_only_for_requests_that_can_fit() {
+        let mut carver = Carver::default();
         let mut buffer = Buffer::lazy(64);
         assert!(buffer.memory.is_none());
-        assert!(buffer.bump(65, 1).unwrap().is_none());
+        assert!(buffer.bump(65, 1, &mut carver).unwrap().is_none());
         assert!(
             buffer.memory.is_none(),
             "a request larger than the buffer allocates nothing"
         );
-        let (ptr, consumed) = buffer.bump(10, 1).unwrap().unwrap();
+        let (ptr, consumed) = buffer.bump(10, 1, &mut carver).unwrap().unwrap();
         assert_eq!((consumed, buffer.used()), (10, 10));
         assert_eq!(read(ptr, 10), [0; 10]);
-        let (aligned, consumed) = buffer.bump(8, 16).unwrap().unwrap();
+        let (aligned, consumed) = buffer.bump(8, 16, &mut carver).unwrap().unwrap();
         assert_eq!(aligned.as_ptr().addr() % 16, 0);
         assert_eq!((consumed, buffer.used()), (6 + 8, 24));
         assert_eq!(buffer.room_after(40, 1), Some(0));
@@ -337,10 +345,11 @@ mod tests {
 
     #[test]
     fn zero_size_buffers_own_nothing() {
+        let mut carver = Carver::default();
         let mut buffer = Buffer::lazy(0);
-        assert!(buffer.memory().unwrap().is_none());
-        assert!(buffer.bump(1, 1).unwrap().is_none());
-        let (pos, end) = buffer.tail().unwrap();
+        assert!(buffer.memory(&mut carver).unwrap().is_none());
+        assert!(buffer.bump(1, 1, &mut carver).unwrap().is_none());
+        let (pos, end) = buffer.tail(&mut carver).unwrap();
         assert_eq!(pos, end);
         buffer.rewind_zeroed();
         buffer.free();
@@ -348,28 +357,31 @@ mod tests {
 
     #[test]
     fn rewind_zeroes_the_used_prefix_and_free_reallocates_zeroed() {
-        let mut buffer = Buffer::allocated(32).unwrap();
-        let (ptr, _) = buffer.bump(20, 1).unwrap().unwrap();
+        let mut carver = Carver::default();
+        let mut buffer = Buffer::allocated(32, &mut carver).unwrap();
+        let (ptr, _) = buffer.bump(20, 1, &mut carver).unwrap().unwrap();
         // SAFETY (test): 20 bytes just handed out by the buffer.
         unsafe { ptr.as_ptr().write_bytes(0xFF, 20) };
         buffer.rewind_zeroed();
         assert_eq!(buffer.used(), 0);
         assert_eq!(read(ptr, 32), [0; 32]);
-        buffer.bump(32, 1).unwrap().unwrap();
+        buffer.bump(32, 1, &mut carver).unwrap().unwrap();
         buffer.free();
+        carver.clear();
         assert_eq!((buffer.used(), buffer.size()), (0, 32));
-        let (again, _) = buffer.bump(32, 1).unwrap().unwrap();
+        let (again, _) = buffer.bump(32, 1, &mut carver).unwrap().unwrap();
         assert_eq!(read(again, 32), [0; 32]);
     }
 
     #[test]
     fn window_bumps_inside_the_tail_and_syncs_back() {
-        let mut buffer = Buffer::allocated(64).unwrap();
-        buffer.bump(3, 1).unwrap().unwrap();
+        let mut carver = Carver::default();
+        let mut buffer = Buffer::allocated(64, &mut carver).unwrap();
+        buffer.bump(3, 1, &mut carver).unwrap().unwrap();
         let window = Window::empty();
         assert_eq!(window.remaining(), 0);
         assert!(window.bump(1, 1).is_none());
-        window.set(buffer.tail().unwrap());
+        window.set(buffer.tail(&mut carver).unwrap());
         assert_eq!(window.remaining(), 61);
         let a = window.bump(8, 8).unwrap();
         assert_eq!(a.as_ptr().addr() % 8, 0);

@@ -42,8 +42,9 @@
 //! reset that zeroes them, as a pooled arena runs) measured 3.1 ms against
 //! 2.2 ms for mixed (1.4x) and 4.8 ms against 10.1 ms for bimodal (0.5x).
 //! It needs fewer buffers (6 469 against 6 710 for mixed; 7 143 against
-//! 12 500 for bimodal), so a cold replay, which pays for every new buffer,
-//! is faster too (20 ms against 25 ms; 55 ms against 70 ms). Use it when memory
+//! 12 500 for bimodal); with buffers carved from slabs a new buffer is
+//! cheap, so a cold replay costs about the same in both modes (1.4 ms
+//! against 1.2 ms for mixed; 1.7 ms against 2.2 ms for bimodal). Use it when memory
 //! matters more than the last nanosecond, or when request sizes are
 //! bimodal.
 
@@ -200,7 +201,7 @@ impl State {
         let found = (first..last).find(|&j| self.buffers[j].size() >= size);
         let j = match found {
             Some(j) => {
-                self.buffers[j].memory()?;
+                self.buffers[j].memory(&mut self.carver)?;
                 j
             }
             None => self.push_buffer(size)?,

@@ -21,6 +21,23 @@
 //!   [`peak`](MonotonicArena::peak) (high-water mark of `len`, kept across
 //!   resets).
 //!
+//! Memory behind the buffers: consecutive buffers are carved from larger
+//! zeroed *slabs* taken with `alloc_zeroed`, the first exactly one buffer,
+//! each next one twice the last, up to 4 MiB; a buffer over 1 MiB gets a
+//! slab of its own. A buffer never straddles two slabs. This makes a new
+//! buffer cost a pointer bump instead of a `calloc` (which `memset`s recycled
+//! heap chunks): a cold replay of 6 700 4 KiB buffers went from 18 ms to
+//! 1.2 ms. The trade-off is *reserved* memory versus *touched* memory:
+//! - reserved (virtual) memory can exceed [`cap`](MonotonicArena::cap) by
+//!   the newest slab's uncarved tail (less than the slab, at most 4 MiB)
+//!   plus the tails left when a buffer did not fit its slab's rest;
+//! - touched (resident) memory is what was handed out: large slabs come from
+//!   `mmap` on common allocators, already zero and faulted in page by page
+//!   on first write, and `reset` zeroes only used prefixes;
+//! - [`release`](MonotonicArena::release) and drop free every slab; an arena
+//!   that only ever needs one buffer still makes a single allocation of that
+//!   buffer's size.
+//!
 //! Rust soundness: allocation takes `&self` and returns references tied to
 //! that borrow; `reset` and `release` take `&mut self`, so the borrow checker
 //! rules out any reference outliving a reset. The arena is `Send` but not
@@ -74,6 +91,7 @@ mod error;
 pub mod low_waste;
 mod pool;
 pub mod replay;
+mod slab;
 mod state;
 mod typed;
 

@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 
 use super::buffer::{Buffer, Window, buffer_size};
 use super::low_waste::Partials;
+use super::slab::Carver;
 use super::{AllocError, Config};
 
 /// Everything except the bump window. Only touched on the slow path and by
@@ -30,6 +31,9 @@ pub(crate) struct State {
     pub(crate) next_fresh: usize,
     /// Low-waste mode: partly filled buffers tried before growing.
     pub(crate) partials: Partials,
+    /// Where buffers get their memory (declared after `buffers`, which own
+    /// the slabs it carves from).
+    pub(crate) carver: Carver,
 }
 
 impl State {
@@ -47,6 +51,7 @@ impl State {
             peak: 0,
             next_fresh: 0,
             partials: Partials::default(),
+            carver: Carver::default(),
         }
     }
 
@@ -75,7 +80,7 @@ impl State {
     /// Makes buffer `i` the current one: its free tail becomes the window.
     pub(crate) fn open_window(&mut self, window: &Window, i: usize) -> Result<(), AllocError> {
         self.close_window(window);
-        let tail = self.buffers[i].tail()?;
+        let tail = self.buffers[i].tail(&mut self.carver)?;
         self.settled -= self.buffers[i].used();
         self.current = Some(i);
         window.set(tail);
@@ -90,16 +95,18 @@ impl State {
         align: usize,
     ) -> Result<Option<NonNull<u8>>, AllocError> {
         debug_assert_ne!(self.current, Some(i));
-        Ok(self.buffers[i].bump(size, align)?.map(|(ptr, consumed)| {
-            self.settled += consumed;
-            ptr
-        }))
+        Ok(self.buffers[i]
+            .bump(size, align, &mut self.carver)?
+            .map(|(ptr, consumed)| {
+                self.settled += consumed;
+                ptr
+            }))
     }
 
     /// Appends a new buffer with its memory allocated; nothing changes if
     /// that fails.
     pub(crate) fn push_buffer(&mut self, size: usize) -> Result<usize, AllocError> {
-        let buffer = Buffer::allocated(size)?;
+        let buffer = Buffer::allocated(size, &mut self.carver)?;
         self.buffers.push(buffer);
         self.capacity += size;
         Ok(self.buffers.len() - 1)
@@ -164,6 +171,10 @@ impl State {
             } else {
                 buffer.rewind_zeroed();
             }
+        }
+        if free {
+            // Every buffer forgot its memory and the slabs are freed.
+            self.carver.clear();
         }
         self.settled = 0;
         self.cursor = 0;
