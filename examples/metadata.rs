@@ -10,9 +10,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, ResponseStream};
+use support::{EchoClient, EchoRequest, EchoResponse, EchoServer, UnaryHandler, UnaryOnly};
 use tonic::metadata::{KeyAndValueRef, MetadataMap, MetadataValue};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
 use tower::ServiceBuilder;
 
@@ -39,39 +39,11 @@ fn show(metadata: &MetadataMap) -> String {
 }
 
 #[tonic::async_trait]
-impl Echo for ShowMetadata {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl UnaryHandler for ShowMetadata {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         Ok(Response::new(EchoResponse {
             message: show(request.metadata()),
         }))
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        _: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        Err(Status::unimplemented("unary only"))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        Err(Status::unimplemented("unary only"))
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        Err(Status::unimplemented("unary only"))
     }
 }
 
@@ -86,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (addr, incoming) = support::bind().await;
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(EchoServer::new(ShowMetadata))
+            .add_service(EchoServer::new(UnaryOnly(ShowMetadata)))
             .serve_with_incoming(incoming),
     );
 

@@ -5,9 +5,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, ResponseStream};
+use support::{EchoClient, EchoRequest, EchoResponse, EchoServer, UnaryHandler, UnaryOnly};
 use tonic::transport::Server;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 use tonic_hotpath::tenant::{OrgId, OrgIdRequestExt, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
 
@@ -15,11 +15,8 @@ use tower::ServiceBuilder;
 struct Greeter;
 
 #[tonic::async_trait]
-impl Echo for Greeter {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl UnaryHandler for Greeter {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let org_id = request
             .org_id()
             .ok_or_else(|| Status::unauthenticated("no org id"))?;
@@ -27,31 +24,6 @@ impl Echo for Greeter {
         Ok(Response::new(EchoResponse {
             message: format!("hello {org_id}: {}", request.get_ref().message),
         }))
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        _: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        Err(Status::unimplemented("unary only"))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        Err(Status::unimplemented("unary only"))
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        Err(Status::unimplemented("unary only"))
     }
 }
 
@@ -75,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::spawn(
         Server::builder()
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(Greeter))
+            .add_service(EchoServer::new(UnaryOnly(Greeter)))
             .serve_with_incoming(incoming),
     );
     let channel = support::connect(addr).await;

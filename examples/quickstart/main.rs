@@ -59,15 +59,14 @@ const ORG_ID: &str = "acme-corp";
 /// The client's deadline for each call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Implements `Echo` for a type with an inherent
-/// `unary(org_id, request)` method, handing it the org id that
-/// `RequireOrgIdLayer` validated; the streaming methods answer
-/// `UNIMPLEMENTED` (the demo is unary only).
-macro_rules! unary_only_echo {
+/// Serves a type with an inherent `unary(org_id, request)` method as a
+/// unary-only echo service, handing it the org id that `RequireOrgIdLayer`
+/// validated.
+macro_rules! unary_with_org_id {
     ($service:ty) => {
         #[tonic::async_trait]
-        impl support::Echo for $service {
-            async fn unary_echo(
+        impl support::UnaryHandler for $service {
+            async fn unary(
                 &self,
                 request: Request<EchoRequest>,
             ) -> Result<tonic::Response<support::EchoResponse>, tonic::Status> {
@@ -77,37 +76,12 @@ macro_rules! unary_only_echo {
                 })?;
                 self.unary(org_id, request).await
             }
-
-            type ServerStreamingEchoStream = support::ResponseStream;
-
-            async fn server_streaming_echo(
-                &self,
-                _: Request<EchoRequest>,
-            ) -> Result<tonic::Response<support::ResponseStream>, tonic::Status> {
-                Err(tonic::Status::unimplemented("unary only"))
-            }
-
-            async fn client_streaming_echo(
-                &self,
-                _: Request<tonic::Streaming<EchoRequest>>,
-            ) -> Result<tonic::Response<support::EchoResponse>, tonic::Status> {
-                Err(tonic::Status::unimplemented("unary only"))
-            }
-
-            type BidirectionalStreamingEchoStream = support::ResponseStream;
-
-            async fn bidirectional_streaming_echo(
-                &self,
-                _: Request<tonic::Streaming<EchoRequest>>,
-            ) -> Result<tonic::Response<support::ResponseStream>, tonic::Status> {
-                Err(tonic::Status::unimplemented("unary only"))
-            }
         }
     };
 }
 
-unary_only_echo!(Backend);
-unary_only_echo!(Gateway);
+unary_with_org_id!(Backend);
+unary_with_org_id!(Gateway);
 
 /// Every instrumented side's handlers, for the report.
 #[derive(Debug, Default)]
@@ -152,7 +126,7 @@ fn spawn_backend() -> std::io::Result<(SocketAddr, Arc<Backend>)> {
     tokio::spawn(
         Server::builder()
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::from_arc(Arc::clone(&backend)))
+            .add_service(EchoServer::new(support::UnaryOnly(Arc::clone(&backend))))
             .serve_with_incoming(incoming),
     );
     println!("  backend  {addr}  RequireOrgIdLayer, MonotonicArena per reply");
@@ -177,7 +151,10 @@ async fn spawn_gateway(
         Server::builder()
             .layer(sides.gateway_server.server_layer())
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(Gateway::new(backend_client, fan_out)))
+            .add_service(EchoServer::new(support::UnaryOnly(Gateway::new(
+                backend_client,
+                fan_out,
+            ))))
             .serve_with_incoming(incoming),
     );
     println!(

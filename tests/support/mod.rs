@@ -131,3 +131,58 @@ impl Echo for EchoService {
         Ok(Response::new(Box::pin(stream)))
     }
 }
+
+/// A unary-only echo handler: implement this and serve
+/// `EchoServer::new(UnaryOnly(handler))`; the streaming methods answer
+/// `UNIMPLEMENTED`.
+#[tonic::async_trait]
+pub trait UnaryHandler: Send + Sync + 'static {
+    /// Handles one unary call.
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status>;
+}
+
+#[tonic::async_trait]
+impl<H: UnaryHandler> UnaryHandler for std::sync::Arc<H> {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
+        (**self).unary(request).await
+    }
+}
+
+/// Serves a [`UnaryHandler`] as the whole [`Echo`] service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnaryOnly<H>(pub H);
+
+#[tonic::async_trait]
+impl<H: UnaryHandler> Echo for UnaryOnly<H> {
+    async fn unary_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        self.0.unary(request).await
+    }
+
+    type ServerStreamingEchoStream = ResponseStream;
+
+    async fn server_streaming_echo(
+        &self,
+        _: Request<EchoRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        Err(Status::unimplemented("unary only"))
+    }
+
+    async fn client_streaming_echo(
+        &self,
+        _: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        Err(Status::unimplemented("unary only"))
+    }
+
+    type BidirectionalStreamingEchoStream = ResponseStream;
+
+    async fn bidirectional_streaming_echo(
+        &self,
+        _: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        Err(Status::unimplemented("unary only"))
+    }
+}
