@@ -23,10 +23,11 @@ use criterion::{
 };
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, Timed, allocations_per_call, call_in_process, combined, loopback_client,
-    one_rpc, unary_body, unary_request,
+    CountingAllocator, Timed, allocations_per_call, call_in_process, combined,
+    current_thread_runtime, layered_echo_routes, loopback_client, one_rpc, unary_body,
+    unary_request,
 };
-use support::{EchoClient, EchoServer, EchoService};
+use support::EchoClient;
 use tokio::runtime::Runtime;
 use tonic::codegen::StdError;
 use tonic::service::Routes;
@@ -40,13 +41,6 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 const IN_FLIGHT: usize = 32;
 const ALLOCATION_CALLS: u64 = 500;
 
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 // ---- in process: Routes + layer, body driven to trailers ----
 
 fn in_process<L, B>(group: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime, name: &str, layer: L)
@@ -57,7 +51,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layer.layer(Routes::new(EchoServer::new(EchoService)));
+    let service = layered_echo_routes(layer);
     let body = unary_body("hello");
     let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
         call_in_process(&service, unary_request(&body))
@@ -82,7 +76,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layer.layer(Routes::new(EchoServer::new(EchoService)));
+    let service = layered_echo_routes(layer);
     let body = unary_body("hello");
     Box::new(move || {
         rt.block_on(async {
@@ -99,7 +93,7 @@ where
 /// run interleaved, round after round, and each keeps its fastest round.
 fn interleaved_overhead() {
     const ROUNDS: usize = 150;
-    let rt = runtime();
+    let rt = current_thread_runtime();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
         ("combined_1", round(&rt, combined!(server, 1))),
@@ -130,7 +124,7 @@ fn interleaved_overhead() {
 
 fn in_process_server(c: &mut Criterion) {
     interleaved_overhead();
-    let rt = runtime();
+    let rt = current_thread_runtime();
     let mut group = c.benchmark_group("stats/in_process_server_unary");
     in_process(&mut group, &rt, "no_layer", Identity::new());
     in_process(&mut group, &rt, "combined_0", CombinedLayer::server());
@@ -189,7 +183,7 @@ fn loopback<T>(
 }
 
 fn loopback_unary(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = current_thread_runtime();
     for (load, group_name) in [
         (Load::Sequential, "stats/loopback_unary_sequential"),
         (Load::InFlight, "stats/loopback_unary_32_in_flight"),

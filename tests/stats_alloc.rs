@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, allocations_per_call, call_in_process, combined, loopback_client, one_rpc,
-    unary_body, unary_request,
+    CountingAllocator, allocations_per_call, call_in_process, combined, current_thread_runtime,
+    layered_echo_routes, loopback_client, one_rpc, unary_body, unary_request,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
@@ -39,17 +39,6 @@ fn per_call<F: Future>(runtime: &tokio::runtime::Runtime, one: impl FnMut() -> F
     runtime.block_on(allocations_per_call(RPCS, one))
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn routes() -> Routes {
-    Routes::new(EchoServer::new(EchoService))
-}
-
 fn server_stack<L, B>(layer: L, rt: &tokio::runtime::Runtime) -> f64
 where
     L: Layer<Routes>,
@@ -58,7 +47,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layer.layer(routes());
+    let service = layered_echo_routes(layer);
     let body = unary_body("hello");
     per_call(rt, || {
         let service = service.clone();
@@ -72,7 +61,7 @@ where
 #[test]
 fn server_stack_allocations_per_rpc() {
     let _serial = serial();
-    let rt = runtime();
+    let rt = current_thread_runtime();
     let none = server_stack(tower::layer::util::Identity::new(), &rt);
     let zero = server_stack(CombinedLayer::server(), &rt);
     let one = server_stack(combined!(server, 1), &rt);
@@ -105,7 +94,7 @@ where
 #[test]
 fn loopback_allocations_per_rpc() {
     let _serial = serial();
-    let rt = runtime();
+    let rt = current_thread_runtime();
     let identity = tower::layer::util::Identity::new;
     let none = loopback(&rt, rt.block_on(loopback_client!(identity(), identity())));
     let two = loopback(
@@ -150,7 +139,7 @@ fn loopback_allocations_per_rpc() {
 #[test]
 fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
     let _serial = serial();
-    let rt = runtime();
+    let rt = current_thread_runtime();
     let identity = tower::layer::util::Identity::new;
     let plain = loopback(
         &rt,

@@ -214,3 +214,23 @@ macro_rules! loopback_client {
     };
 }
 pub(crate) use loopback_client;
+
+/// A current-thread runtime with I/O and timers: client and server on one
+/// CPU, so cross-CPU wake-ups do not swamp per-layer costs.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// `layer` over the echo service's `Routes`: the server stack as tonic
+/// builds it below its own layers.
+pub fn layered_echo_routes<L>(layer: L) -> L::Service
+where
+    L: tower::Layer<tonic::service::Routes>,
+{
+    layer.layer(tonic::service::Routes::new(
+        super::support::EchoServer::new(super::support::EchoService),
+    ))
+}
