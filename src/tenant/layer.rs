@@ -63,13 +63,17 @@ impl RequireOrgIdLayer {
         self
     }
 
+    /// Whether the request to `uri` passes unchecked. The path is only
+    /// looked at when some service is exempt.
     #[inline]
-    fn is_exempt(&self, path: &str) -> bool {
-        !self.exempt_services.is_empty()
-            && path
-                .strip_prefix('/')
-                .and_then(|path| path.split_once('/'))
-                .is_some_and(|(service, _)| self.exempt_services.contains(&service))
+    fn is_exempt(&self, uri: &http::Uri) -> bool {
+        !self.exempt_services.is_empty() && self.is_exempt_path(uri.path())
+    }
+
+    fn is_exempt_path(&self, path: &str) -> bool {
+        path.strip_prefix('/')
+            .and_then(|path| path.split_once('/'))
+            .is_some_and(|(service, _)| self.exempt_services.contains(&service))
     }
 
     #[inline]
@@ -133,7 +137,7 @@ where
 
     #[inline]
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
-        if !self.config.is_exempt(request.uri().path()) {
+        if !self.config.is_exempt(request.uri()) {
             match self.config.tenant_ids(request.headers()) {
                 Ok(ids) => {
                     request.extensions_mut().insert(ids);
@@ -182,12 +186,17 @@ mod tests {
     #[test]
     fn exemption_matches_the_whole_service_name() {
         let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
-        assert!(layer.is_exempt("/grpc.health.v1.Health/Check"));
-        assert!(layer.is_exempt("/grpc.health.v1.Health/Watch"));
-        assert!(!layer.is_exempt("/grpc.health.v1.HealthX/Check"));
-        assert!(!layer.is_exempt("/grpc.health.v1/Health/Check"));
-        assert!(!layer.is_exempt("/grpc.health.v1.Health"));
-        assert!(!layer.is_exempt("grpc.health.v1.Health/Check"));
-        assert!(!RequireOrgIdLayer::new().is_exempt("/grpc.health.v1.Health/Check"));
+        assert!(layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
+        assert!(!layer.is_exempt(&"http://h/other.Service/Check".parse().unwrap()));
+        let layer = layer.exempt_services(&[]);
+        assert!(!layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
+        let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
+        assert!(layer.is_exempt_path("/grpc.health.v1.Health/Check"));
+        assert!(layer.is_exempt_path("/grpc.health.v1.Health/Watch"));
+        assert!(!layer.is_exempt_path("/grpc.health.v1.HealthX/Check"));
+        assert!(!layer.is_exempt_path("/grpc.health.v1/Health/Check"));
+        assert!(!layer.is_exempt_path("/grpc.health.v1.Health"));
+        assert!(!layer.is_exempt_path("grpc.health.v1.Health/Check"));
+        assert!(!RequireOrgIdLayer::new().is_exempt_path("/grpc.health.v1.Health/Check"));
     }
 }

@@ -62,11 +62,10 @@ impl OrgId {
     #[inline]
     pub(crate) fn from_checked(id: &[u8]) -> Self {
         let repr = match u8::try_from(id.len()) {
-            Ok(len) if id.len() <= INLINE_CAPACITY => {
-                let mut bytes = [0; INLINE_CAPACITY];
-                bytes[..id.len()].copy_from_slice(id);
-                Repr::Inline { len, bytes }
-            }
+            Ok(len) if id.len() <= INLINE_CAPACITY => Repr::Inline {
+                len,
+                bytes: inline_copy(id),
+            },
             // Validated bytes are ASCII, so the lossy conversion copies them
             // unchanged.
             _ => Repr::Shared(Arc::from(String::from_utf8_lossy(id))),
@@ -98,6 +97,47 @@ impl OrgId {
     /// The id as an `x-scope-orgid` header value (copies the bytes).
     pub fn to_header_value(&self) -> HeaderValue {
         header_value(self.as_bytes())
+    }
+}
+
+/// `id` (at most [`INLINE_CAPACITY`] bytes) at the start of an inline
+/// buffer; the bytes after it are unspecified (never read).
+///
+/// Two overlapping fixed-size copies (the first and the last `N` bytes)
+/// instead of `memset` + a variable-length `memcpy`: no library calls, a
+/// handful of vector moves.
+#[inline]
+fn inline_copy(id: &[u8]) -> [u8; INLINE_CAPACITY] {
+    let mut bytes = [0; INLINE_CAPACITY];
+    match id.len() {
+        32.. => copy_ends::<32>(&mut bytes, id),
+        16.. => copy_ends::<16>(&mut bytes, id),
+        8.. => copy_ends::<8>(&mut bytes, id),
+        4.. => copy_ends::<4>(&mut bytes, id),
+        _ => {
+            for (dst, src) in bytes.iter_mut().zip(id) {
+                *dst = *src;
+            }
+        }
+    }
+    bytes
+}
+
+/// Copies the first and the last `N` bytes of `id` (`N <= id.len() <= 2N`,
+/// `id.len() <= INLINE_CAPACITY`) to the same places in `bytes`.
+#[inline(always)]
+fn copy_ends<const N: usize>(bytes: &mut [u8; INLINE_CAPACITY], id: &[u8]) {
+    let len = id.len();
+    if let (Some(head), Some(tail)) = (id.first_chunk::<N>(), id.last_chunk::<N>()) {
+        if let Some(dst) = bytes.first_chunk_mut::<N>() {
+            *dst = *head;
+        }
+        if let Some(dst) = bytes
+            .get_mut(len - N..len)
+            .and_then(|d| d.first_chunk_mut::<N>())
+        {
+            *dst = *tail;
+        }
     }
 }
 
@@ -208,6 +248,18 @@ mod tests {
         assert_eq!(l.clone(), l);
         let max = OrgId::new(&"z".repeat(150)).unwrap();
         assert_eq!(max.as_bytes().len(), 150);
+    }
+
+    #[test]
+    fn every_inline_length_keeps_exactly_its_bytes() {
+        let text: String = ('a'..='z').chain('A'..='Z').collect();
+        for len in 1..=INLINE_CAPACITY {
+            let id = OrgId::new(&text[..len]).unwrap();
+            assert!(matches!(id.repr, Repr::Inline { .. }));
+            assert_eq!(id.as_str(), &text[..len], "{len}");
+            assert_eq!(id, OrgId::new(&text[..len]).unwrap());
+            assert_ne!(id, OrgId::new(&text[1..=len]).unwrap());
+        }
     }
 
     #[test]

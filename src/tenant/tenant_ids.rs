@@ -46,6 +46,7 @@ impl TenantIds {
     }
 
     /// [`TenantIds::parse`] over raw header-value bytes.
+    #[inline]
     pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgId> {
         // The common single tenant is one pass; the first `|` is the first
         // byte the single-id check refuses.
@@ -60,6 +61,7 @@ impl TenantIds {
     }
 
     /// Splits on `|`, validates each member, sorts and de-duplicates.
+    #[inline(never)]
     fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgId> {
         let mut ids = Vec::new();
         let mut offset = 0;
