@@ -147,8 +147,18 @@ fn server_layer(c: &mut Criterion) {
     bench_calls(&mut group, name, &no_op, single.layer(no_op.clone()));
     let name = "RequireOrgId multi-tenant (no-op service)";
     bench_calls(&mut group, name, &no_op, multi.layer(no_op.clone()));
+    // The same service with every call exempt: no header read, no
+    // extension, only the wrapper (path check, response future). The floor
+    // of any layer that can answer without calling the service.
+    let exempt = RequireOrgIdLayer::new().exempt_services(&[SERVICE]);
+    let name = "RequireOrgId exempt service (wrapper only)";
+    bench_calls(&mut group, name, &no_op, exempt.layer(no_op.clone()));
     group.finish();
 }
+
+/// The gRPC service the benched requests call, and their path.
+const SERVICE: &str = "tenant.Echo";
+const PATH: &str = "/tenant.Echo/Say";
 
 /// Benches one call of `service` per iteration on a fresh request. The
 /// no-op service keeps the requests; they are dropped in the (untimed)
@@ -159,7 +169,9 @@ where
 {
     let fresh_request = || {
         no_op.clear();
-        tonic_request(ORG_ID)
+        let mut request = tonic_request(ORG_ID);
+        *request.uri_mut() = http::Uri::from_static(PATH);
+        request
     };
     group.bench_function(name, |b| {
         b.iter_batched(
