@@ -35,10 +35,7 @@ pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdErr
     if headers.len() <= SCAN_LIMIT {
         // Comparing with the literal lets the compiler inline the 13-byte
         // compare (the static `HeaderName`'s bytes are behind a pointer).
-        let mut values = headers
-            .iter()
-            .filter(|(name, _)| name.as_str() == ORG_ID_HEADER)
-            .map(|(_, value)| value);
+        let mut values = headers.iter().filter_map(is_org_id);
         if headers.keys_len() == headers.len() {
             // No name has a second value, so the first match is the only
             // one: the scan stops there.
@@ -49,6 +46,12 @@ pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdErr
     } else {
         exactly_one(headers.get_all(&ORG_ID_HEADER_NAME).iter())
     }
+}
+
+/// The value of an `x-scope-orgid` entry.
+#[inline(always)]
+fn is_org_id<'a>((name, value): (&HeaderName, &'a HeaderValue)) -> Option<&'a HeaderValue> {
+    (name.as_str() == ORG_ID_HEADER).then_some(value)
 }
 
 /// The only item of `values`, or the error naming how many there are.

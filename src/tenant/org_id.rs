@@ -59,7 +59,7 @@ impl OrgId {
     }
 
     /// Makes an owned copy of an id that passed validation.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn from_checked(id: &[u8]) -> Self {
         let repr = match u8::try_from(id.len()) {
             Ok(len) if id.len() <= INLINE_CAPACITY => Repr::Inline {
