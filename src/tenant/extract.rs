@@ -26,9 +26,8 @@ pub(crate) static ORG_ID_HEADER_NAME: HeaderName = HeaderName::from_static(ORG_I
 /// scan wins when the id is among the first half of the entries (by 2-8 ns
 /// one at a time, by ~13 ns in the bench's back-to-back requests) and loses
 /// 4-15 ns when it is the last of 10-12; at 16 or 32 entries the hash
-/// wins. A gRPC request carries about ten headers, its metadata after
-/// tonic's or grpc-go's own, so the limit stays where the scan's worst case
-/// is small.
+/// wins. A gRPC request carries about ten headers; the limit stays where
+/// the scan's worst case is small.
 const SCAN_LIMIT: usize = 12;
 
 /// The single `x-scope-orgid` value: none is [`OrgIdError::Missing`],
