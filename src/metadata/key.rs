@@ -1,6 +1,7 @@
 //! Key and value rules, and [`MetadataEntry`]: one validated key/value pair.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
@@ -46,6 +47,14 @@ pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
 /// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
 #[inline]
 pub(crate) fn is_reserved(key: &[u8]) -> bool {
+    // Every reserved key starts with `t`, `c` or `g`: one branch for the
+    // usual `x-...` keys.
+    if !matches!(
+        key.first().map(u8::to_ascii_lowercase),
+        Some(b't' | b'c' | b'g')
+    ) {
+        return false;
+    }
     RESERVED_KEYS.iter().any(|reserved| {
         reserved.len() == key.len() && reserved.as_bytes().eq_ignore_ascii_case(key)
     })
@@ -202,6 +211,60 @@ fn shared_value(key: &[u8], value: Bytes) -> Result<HeaderValue, MetadataError> 
         byte: first_byte,
         index: 0,
     })
+}
+
+/// A pair of `'static` strings that passed the gRPC rules with an already
+/// lower-case key: what [`append_static`](super::OutgoingMetadata::append_static)
+/// stores. Its header name and value are built on first read.
+pub(crate) struct StaticPair {
+    key: &'static str,
+    value: &'static str,
+    built: OnceLock<[(HeaderName, HeaderValue); 1]>,
+}
+
+impl StaticPair {
+    /// Checks `key` and `value` as [`MetadataEntry::from_static`] does;
+    /// `Ok(None)` if the key has upper case (it needs a lowered copy).
+    #[inline]
+    pub(crate) fn check(
+        key: &'static str,
+        value: &'static str,
+    ) -> Result<Option<Self>, MetadataError> {
+        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
+        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        Ok((!checked.has_upper).then(|| Self {
+            key,
+            value,
+            built: OnceLock::new(),
+        }))
+    }
+
+    /// The (lower-case) key.
+    #[inline]
+    pub(crate) fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The pair's size in a header list: key + value + 32 bytes.
+    #[inline]
+    pub(crate) fn size(&self) -> usize {
+        self.key.len() + self.value.len() + ENTRY_OVERHEAD
+    }
+
+    /// The header name and value, built on the first call.
+    pub(crate) fn built(&self) -> &[(HeaderName, HeaderValue); 1] {
+        self.built.get_or_init(|| {
+            // Neither can panic: `check` accepted only `0-9 a-z - _ .` keys
+            // of at most `MAX_KEY_LEN` bytes, a subset of what
+            // `HeaderName::from_static` accepts (tested over every byte),
+            // and printable ASCII values, a subset of what
+            // `HeaderValue::from_static` accepts.
+            [(
+                HeaderName::from_static(self.key),
+                HeaderValue::from_static(self.value),
+            )]
+        })
+    }
 }
 
 /// One validated metadata key/value pair, ready to append.
@@ -493,6 +556,49 @@ mod tests {
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
         assert!(!is_reserved(b"grpc-timeout"));
+    }
+
+    /// The keys and values `StaticPair::check` accepts are a subset of what
+    /// `HeaderName::from_static` / `HeaderValue::from_static` accept, so
+    /// building them later cannot panic: every byte, alone and inside a key.
+    #[test]
+    fn static_pairs_never_make_from_static_panic() {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let mut accepted_keys = 0;
+        for byte in 0..=u8::MAX {
+            let ch = char::from(byte);
+            for key in [
+                ch.to_string(),
+                format!("x-{ch}"),
+                format!("{ch}-k"),
+                format!("{ch}{ch}"),
+            ] {
+                let key = leak(key);
+                if let Ok(Some(pair)) = StaticPair::check(key, "v") {
+                    accepted_keys += 1;
+                    let built = std::panic::catch_unwind(|| pair.built()[0].0.clone());
+                    assert_eq!(built.expect("from_static panicked").as_str(), key);
+                }
+            }
+            let value = leak(format!("a{ch}b"));
+            if let Ok(Some(pair)) = StaticPair::check("x-k", value) {
+                let built = std::panic::catch_unwind(|| pair.built()[0].1.clone());
+                assert_eq!(
+                    built.expect("from_static panicked").as_bytes(),
+                    value.as_bytes()
+                );
+            }
+        }
+        // 0-9 a-z - _ . : 39 bytes, each in 4 shapes (minus reserved/-bin).
+        assert!(accepted_keys >= 39 * 4 - 4, "{accepted_keys}");
+        // The longest accepted key.
+        let longest = leak("k".repeat(MAX_KEY_LEN));
+        let pair = StaticPair::check(longest, "v").unwrap().unwrap();
+        assert_eq!(pair.built()[0].0.as_str().len(), MAX_KEY_LEN);
+        assert!(StaticPair::check(leak("k".repeat(MAX_KEY_LEN + 1)), "v").is_err());
+        assert!(StaticPair::check("", "v").is_err());
+        // Upper case is not a static pair: it is lowered into a copy.
+        assert!(StaticPair::check("X-k", "v").unwrap().is_none());
     }
 
     #[test]

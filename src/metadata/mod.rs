@@ -62,6 +62,7 @@ use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
 pub use error::MetadataError;
 pub use key::MetadataEntry;
+use key::StaticPair;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
 pub use scope::OutgoingMetadataExt;
 
@@ -150,13 +151,25 @@ impl OutgoingMetadata {
     }
 
     /// Appends an ASCII pair from `'static` strings without copying either.
+    ///
+    /// The pair is checked now; its header name and value are built (without
+    /// allocating) when the chain is first read or written, so the append
+    /// itself is one small node.
     #[inline]
     pub fn append_static(
         &self,
         key: &'static str,
         value: &'static str,
     ) -> Result<Self, MetadataError> {
-        self.append_entry(MetadataEntry::from_static(key, value)?)
+        match StaticPair::check(key, value)? {
+            Some(pair) => {
+                let size = pair.size();
+                self.check_growth(self.len(), self.size(), 1, size)?;
+                Ok(self.push(DeltaEntries::Static(pair), size))
+            }
+            // An upper-case key is lowered into a copy.
+            None => self.append_entry(MetadataEntry::from_static(key, value)?),
+        }
     }
 
     /// Appends an ASCII pair, copying the key and the value once each.
@@ -182,9 +195,7 @@ impl OutgoingMetadata {
     pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
         let size = entry.size();
         self.check_growth(self.len(), self.size(), 1, size)?;
-        let pair = entry.into_parts();
-        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::One([pair]), size);
-        Ok(self.with_head(node))
+        Ok(self.push(DeltaEntries::One([entry.into_parts()]), size))
     }
 
     /// Appends several entries, in order, as one node (grpc-go's
@@ -203,8 +214,7 @@ impl OutgoingMetadata {
             .map(|(name, value)| key::entry_size(name, value))
             .sum();
         self.check_growth(self.len(), self.size(), pairs.len(), size)?;
-        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::Many(pairs), size);
-        Ok(self.with_head(node))
+        Ok(self.push(DeltaEntries::Many(pairs), size))
     }
 
     /// Refuses growth from `len` entries / `size` bytes by `added_len` /
@@ -232,6 +242,13 @@ impl OutgoingMetadata {
             });
         }
         Ok(())
+    }
+
+    /// A handle to a new node adding `entries` (of size `size`, already
+    /// checked against the limits) on top of this chain.
+    #[inline]
+    fn push(&self, entries: DeltaEntries, size: usize) -> Self {
+        self.with_head(MetadataDelta::new(self.head.clone(), entries, size))
     }
 
     #[inline]
@@ -285,10 +302,7 @@ impl OutgoingMetadata {
             if let Some(value) = current.base().and_then(|base| base.get(key)) {
                 return Some(value);
             }
-            let mut pairs = current.pairs().iter();
-            if let Some((_, value)) =
-                pairs.find(|(name, _)| name.as_str().eq_ignore_ascii_case(key))
-            {
+            if let Some(value) = current.first_value_of(key) {
                 oldest = Some(value);
             }
             node = current.parent();
