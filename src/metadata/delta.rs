@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::key::StaticPair;
+use super::static_pair::StaticPair;
 
 /// One immutable node of an outgoing-metadata chain.
 ///

@@ -1,7 +1,6 @@
 //! Key and value rules, and [`MetadataEntry`]: one validated key/value pair.
 
 use std::fmt;
-use std::sync::OnceLock;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
@@ -104,21 +103,21 @@ fn ends_with_bin(key: &[u8]) -> bool {
 
 /// Whether the key must carry a binary value or an ASCII one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ValueKind {
+pub(crate) enum ValueKind {
     Ascii,
     Binary,
 }
 
 /// A key that passed the gRPC key rules.
-struct CheckedKey {
-    has_upper: bool,
+pub(crate) struct CheckedKey {
+    pub(crate) has_upper: bool,
 }
 
-const INVALID: u8 = 1;
+pub(crate) const INVALID: u8 = 1;
 const UPPER: u8 = 2;
 
 /// Per byte: 0 for `0-9 a-z - _ .`, [`UPPER`] for `A-Z`, else [`INVALID`].
-const KEY_BYTE_CLASS: [u8; 256] = {
+pub(crate) const KEY_BYTE_CLASS: [u8; 256] = {
     let mut table = [INVALID; 256];
     let mut byte = 0;
     while byte < 256 {
@@ -134,7 +133,7 @@ const KEY_BYTE_CLASS: [u8; 256] = {
 };
 
 #[inline]
-fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
+pub(crate) fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
     if key.is_empty() {
         return Err(MetadataError::EmptyKey);
     }
@@ -179,7 +178,7 @@ fn lowered(key: &[u8]) -> String {
 }
 
 #[inline]
-fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
+pub(crate) fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
     match value.iter().position(|byte| !(0x20..=0x7e).contains(byte)) {
         None => Ok(()),
         Some(index) => Err(MetadataError::InvalidValueByte {
@@ -211,60 +210,6 @@ fn shared_value(key: &[u8], value: Bytes) -> Result<HeaderValue, MetadataError> 
         byte: first_byte,
         index: 0,
     })
-}
-
-/// A pair of `'static` strings that passed the gRPC rules with an already
-/// lower-case key: what [`append_static`](super::OutgoingMetadata::append_static)
-/// stores. Its header name and value are built on first read.
-pub(crate) struct StaticPair {
-    key: &'static str,
-    value: &'static str,
-    built: OnceLock<[(HeaderName, HeaderValue); 1]>,
-}
-
-impl StaticPair {
-    /// Checks `key` and `value` as [`MetadataEntry::from_static`] does;
-    /// `Ok(None)` if the key has upper case (it needs a lowered copy).
-    #[inline]
-    pub(crate) fn check(
-        key: &'static str,
-        value: &'static str,
-    ) -> Result<Option<Self>, MetadataError> {
-        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), value.as_bytes())?;
-        Ok((!checked.has_upper).then(|| Self {
-            key,
-            value,
-            built: OnceLock::new(),
-        }))
-    }
-
-    /// The (lower-case) key.
-    #[inline]
-    pub(crate) fn key(&self) -> &'static str {
-        self.key
-    }
-
-    /// The pair's size in a header list: key + value + 32 bytes.
-    #[inline]
-    pub(crate) fn size(&self) -> usize {
-        self.key.len() + self.value.len() + ENTRY_OVERHEAD
-    }
-
-    /// The header name and value, built on the first call.
-    pub(crate) fn built(&self) -> &[(HeaderName, HeaderValue); 1] {
-        self.built.get_or_init(|| {
-            // Neither can panic: `check` accepted only `0-9 a-z - _ .` keys
-            // of at most `MAX_KEY_LEN` bytes, a subset of what
-            // `HeaderName::from_static` accepts (tested over every byte),
-            // and printable ASCII values, a subset of what
-            // `HeaderValue::from_static` accepts.
-            [(
-                HeaderName::from_static(self.key),
-                HeaderValue::from_static(self.value),
-            )]
-        })
-    }
 }
 
 /// One validated metadata key/value pair, ready to append.
@@ -556,49 +501,6 @@ mod tests {
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
         assert!(!is_reserved(b"grpc-timeout"));
-    }
-
-    /// The keys and values `StaticPair::check` accepts are a subset of what
-    /// `HeaderName::from_static` / `HeaderValue::from_static` accept, so
-    /// building them later cannot panic: every byte, alone and inside a key.
-    #[test]
-    fn static_pairs_never_make_from_static_panic() {
-        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-        let mut accepted_keys = 0;
-        for byte in 0..=u8::MAX {
-            let ch = char::from(byte);
-            for key in [
-                ch.to_string(),
-                format!("x-{ch}"),
-                format!("{ch}-k"),
-                format!("{ch}{ch}"),
-            ] {
-                let key = leak(key);
-                if let Ok(Some(pair)) = StaticPair::check(key, "v") {
-                    accepted_keys += 1;
-                    let built = std::panic::catch_unwind(|| pair.built()[0].0.clone());
-                    assert_eq!(built.expect("from_static panicked").as_str(), key);
-                }
-            }
-            let value = leak(format!("a{ch}b"));
-            if let Ok(Some(pair)) = StaticPair::check("x-k", value) {
-                let built = std::panic::catch_unwind(|| pair.built()[0].1.clone());
-                assert_eq!(
-                    built.expect("from_static panicked").as_bytes(),
-                    value.as_bytes()
-                );
-            }
-        }
-        // 0-9 a-z - _ . : 39 bytes, each in 4 shapes (minus reserved/-bin).
-        assert!(accepted_keys >= 39 * 4 - 4, "{accepted_keys}");
-        // The longest accepted key.
-        let longest = leak("k".repeat(MAX_KEY_LEN));
-        let pair = StaticPair::check(longest, "v").unwrap().unwrap();
-        assert_eq!(pair.built()[0].0.as_str().len(), MAX_KEY_LEN);
-        assert!(StaticPair::check(leak("k".repeat(MAX_KEY_LEN + 1)), "v").is_err());
-        assert!(StaticPair::check("", "v").is_err());
-        // Upper case is not a static pair: it is lowered into a copy.
-        assert!(StaticPair::check("X-k", "v").unwrap().is_none());
     }
 
     #[test]

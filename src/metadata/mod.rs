@@ -50,6 +50,7 @@ mod error;
 mod key;
 mod layer;
 mod scope;
+mod static_pair;
 
 use std::fmt;
 use std::sync::Arc;
@@ -62,9 +63,9 @@ use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
 pub use error::MetadataError;
 pub use key::MetadataEntry;
-use key::StaticPair;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
 pub use scope::OutgoingMetadataExt;
+use static_pair::StaticPair;
 
 /// Default cap on a chain's size: 15 KiB, i.e. the 16 KiB header list a
 /// default tonic (hyper/h2) server accepts, minus 1 KiB for what tonic and
@@ -155,7 +156,7 @@ impl OutgoingMetadata {
     /// The pair is checked now; its header name and value are built (without
     /// allocating) when the chain is first read or written, so the append
     /// itself is one small node.
-    #[inline]
+    #[inline(always)]
     pub fn append_static(
         &self,
         key: &'static str,
@@ -167,9 +168,21 @@ impl OutgoingMetadata {
                 self.check_growth(self.len(), self.size(), 1, size)?;
                 Ok(self.push(DeltaEntries::Static(pair), size))
             }
-            // An upper-case key is lowered into a copy.
-            None => self.append_entry(MetadataEntry::from_static(key, value)?),
+            None => self.append_lowered_static(key, value),
         }
+    }
+
+    /// [`append_static`](Self::append_static) of an upper-case key, which is
+    /// lowered into a copy. Out of line: the hot path stays small enough to
+    /// inline into callers.
+    #[cold]
+    #[inline(never)]
+    fn append_lowered_static(
+        &self,
+        key: &'static str,
+        value: &'static str,
+    ) -> Result<Self, MetadataError> {
+        self.append_entry(MetadataEntry::from_static(key, value)?)
     }
 
     /// Appends an ASCII pair, copying the key and the value once each.
@@ -228,20 +241,28 @@ impl OutgoingMetadata {
         added_size: usize,
     ) -> Result<(), MetadataError> {
         let len = len.saturating_add(added_len);
-        if len > MAX_ENTRIES {
-            return Err(MetadataError::TooManyEntries {
-                limit: MAX_ENTRIES,
-                len,
-            });
-        }
         let size = size.saturating_add(added_size);
-        if size > self.limit {
-            return Err(MetadataError::SizeLimitExceeded {
-                limit: self.limit,
-                size,
-            });
+        if len > MAX_ENTRIES || size > self.limit {
+            return Err(self.growth_error(len, size));
         }
         Ok(())
+    }
+
+    /// Why growth to `len` entries / `size` bytes was refused.
+    #[cold]
+    #[inline(never)]
+    fn growth_error(&self, len: usize, size: usize) -> MetadataError {
+        if len > MAX_ENTRIES {
+            MetadataError::TooManyEntries {
+                limit: MAX_ENTRIES,
+                len,
+            }
+        } else {
+            MetadataError::SizeLimitExceeded {
+                limit: self.limit,
+                size,
+            }
+        }
     }
 
     /// A handle to a new node adding `entries` (of size `size`, already

@@ -1,0 +1,204 @@
+//! [`StaticPair`]: what `append_static` stores, and the fast check that
+//! accepts the usual `'static` pair in one table pass over each string.
+
+use std::sync::OnceLock;
+
+use http::{HeaderName, HeaderValue};
+
+use super::MetadataError;
+use super::key::{
+    ENTRY_OVERHEAD, INVALID, KEY_BYTE_CLASS, MAX_KEY_LEN, ValueKind, check_ascii_value, check_key,
+    is_reserved,
+};
+
+/// Per byte: 0 for printable ASCII (`0x20..=0x7e`), else [`INVALID`].
+const VALUE_BYTE_CLASS: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut byte = 0x20;
+    while byte <= 0x7e {
+        table[byte] = 0;
+        byte += 1;
+    }
+    table
+};
+
+/// The fast, branch-light check of the usual pair: a non-empty,
+/// already lower-case key of `0-9 a-z - _ .` within [`MAX_KEY_LEN`] bytes
+/// that is neither reserved nor `-bin`, and a printable ASCII value. One
+/// table pass over each; `false` sends the caller to the full check.
+#[inline]
+fn is_plain_pair(key: &[u8], value: &[u8]) -> bool {
+    let key_classes = key.iter().fold(0, |classes, &byte| {
+        classes | KEY_BYTE_CLASS[usize::from(byte)]
+    });
+    let value_classes = value.iter().fold(0, |classes, &byte| {
+        classes | VALUE_BYTE_CLASS[usize::from(byte)]
+    });
+    key_classes | value_classes == 0
+        && !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && !key.ends_with(b"-bin")
+        && !is_reserved(key)
+}
+
+/// A pair of `'static` strings that passed the gRPC rules with an already
+/// lower-case key: what [`append_static`](super::OutgoingMetadata::append_static)
+/// stores. Its header name and value are built on first read.
+pub(crate) struct StaticPair {
+    key: &'static str,
+    value: &'static str,
+    built: OnceLock<[(HeaderName, HeaderValue); 1]>,
+}
+
+impl StaticPair {
+    /// Checks `key` and `value` as
+    /// [`MetadataEntry::from_static`](super::MetadataEntry::from_static) does;
+    /// `Ok(None)` if the key has upper case (it needs a lowered copy).
+    #[inline]
+    pub(crate) fn check(
+        key: &'static str,
+        value: &'static str,
+    ) -> Result<Option<Self>, MetadataError> {
+        if is_plain_pair(key.as_bytes(), value.as_bytes()) {
+            Ok(Some(Self {
+                key,
+                value,
+                built: OnceLock::new(),
+            }))
+        } else {
+            Self::check_slow(key, value)
+        }
+    }
+
+    /// [`check`](Self::check) for a pair that is not plain: says why it is
+    /// refused, or `Ok(None)` for an upper-case key.
+    #[cold]
+    #[inline(never)]
+    fn check_slow(key: &str, value: &str) -> Result<Option<Self>, MetadataError> {
+        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
+        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        // A plain pair would not have come here.
+        debug_assert!(checked.has_upper);
+        Ok(None)
+    }
+
+    /// The (lower-case) key.
+    #[inline]
+    pub(crate) fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The pair's size in a header list: key + value + 32 bytes.
+    #[inline]
+    pub(crate) fn size(&self) -> usize {
+        self.key.len() + self.value.len() + ENTRY_OVERHEAD
+    }
+
+    /// The header name and value, built on the first call.
+    pub(crate) fn built(&self) -> &[(HeaderName, HeaderValue); 1] {
+        self.built.get_or_init(|| {
+            // Neither can panic: `check` accepted only `0-9 a-z - _ .` keys
+            // of at most `MAX_KEY_LEN` bytes, a subset of what
+            // `HeaderName::from_static` accepts (tested over every byte),
+            // and printable ASCII values, a subset of what
+            // `HeaderValue::from_static` accepts.
+            [(
+                HeaderName::from_static(self.key),
+                HeaderValue::from_static(self.value),
+            )]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::key::RESERVED_KEYS;
+
+    /// The keys and values `StaticPair::check` accepts are a subset of what
+    /// `HeaderName::from_static` / `HeaderValue::from_static` accept, so
+    /// building them later cannot panic: every byte, alone and inside a key.
+    #[test]
+    fn static_pairs_never_make_from_static_panic() {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let mut accepted_keys = 0;
+        for byte in 0..=u8::MAX {
+            let ch = char::from(byte);
+            for key in [
+                ch.to_string(),
+                format!("x-{ch}"),
+                format!("{ch}-k"),
+                format!("{ch}{ch}"),
+            ] {
+                let key = leak(key);
+                if let Ok(Some(pair)) = StaticPair::check(key, "v") {
+                    accepted_keys += 1;
+                    let built = std::panic::catch_unwind(|| pair.built()[0].0.clone());
+                    assert_eq!(built.expect("from_static panicked").as_str(), key);
+                }
+            }
+            let value = leak(format!("a{ch}b"));
+            if let Ok(Some(pair)) = StaticPair::check("x-k", value) {
+                let built = std::panic::catch_unwind(|| pair.built()[0].1.clone());
+                assert_eq!(
+                    built.expect("from_static panicked").as_bytes(),
+                    value.as_bytes()
+                );
+            }
+        }
+        // 0-9 a-z - _ . : 39 bytes, each in 4 shapes (minus reserved/-bin).
+        assert!(accepted_keys >= 39 * 4 - 4, "{accepted_keys}");
+        // The longest accepted key.
+        let longest = leak("k".repeat(MAX_KEY_LEN));
+        let pair = StaticPair::check(longest, "v").unwrap().unwrap();
+        assert_eq!(pair.built()[0].0.as_str().len(), MAX_KEY_LEN);
+        assert!(StaticPair::check(leak("k".repeat(MAX_KEY_LEN + 1)), "v").is_err());
+        assert!(StaticPair::check("", "v").is_err());
+        // Upper case is not a static pair: it is lowered into a copy.
+        assert!(StaticPair::check("X-k", "v").unwrap().is_none());
+    }
+
+    /// The fast check accepts exactly the pairs the full check accepts with
+    /// a lower-case key.
+    #[test]
+    fn plain_pair_check_agrees_with_the_full_check() {
+        let full = |key: &[u8], value: &[u8]| {
+            check_key(key, ValueKind::Ascii).is_ok_and(|checked| !checked.has_upper)
+                && check_ascii_value(key, value).is_ok()
+        };
+        let mut keys: Vec<Vec<u8>> = RESERVED_KEYS
+            .iter()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        keys.extend(
+            [
+                &b""[..],
+                b"-bin",
+                b"x-bin",
+                b"x-Bin",
+                b"bin",
+                b"te",
+                b"tee",
+                b"t",
+            ]
+            .map(<[u8]>::to_vec),
+        );
+        for byte in 0..=u8::MAX {
+            keys.extend([
+                vec![byte],
+                vec![b'x', byte, b'y'],
+                [b"te".as_slice(), &[byte]].concat(),
+            ]);
+        }
+        for key in &keys {
+            for byte in 0..=u8::MAX {
+                let value = [b'a', byte];
+                assert_eq!(
+                    is_plain_pair(key, &value),
+                    full(key, &value),
+                    "{key:?} {value:?}"
+                );
+            }
+        }
+    }
+}
