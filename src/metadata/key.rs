@@ -103,7 +103,7 @@ fn ends_with_bin(key: &[u8]) -> bool {
 
 /// Whether the key must carry a binary value or an ASCII one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ValueKind {
+enum ValueKind {
     Ascii,
     Binary,
 }
@@ -113,7 +113,7 @@ pub(crate) struct CheckedKey {
     pub(crate) has_upper: bool,
 }
 
-pub(crate) const INVALID: u8 = 1;
+const INVALID: u8 = 1;
 const UPPER: u8 = 2;
 
 /// Per byte: 0 for `0-9 a-z - _ .`, [`UPPER`] for `A-Z`, else [`INVALID`].
@@ -133,7 +133,7 @@ pub(crate) const KEY_BYTE_CLASS: [u8; 256] = {
 };
 
 #[inline]
-pub(crate) fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
+fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
     if key.is_empty() {
         return Err(MetadataError::EmptyKey);
     }
@@ -177,8 +177,57 @@ fn lowered(key: &[u8]) -> String {
     String::from_utf8_lossy(key).to_ascii_lowercase()
 }
 
+/// Per byte: 0 for printable ASCII (`0x20..=0x7e`), else [`INVALID`].
+const VALUE_BYTE_CLASS: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut byte = 0x20;
+    while byte <= 0x7e {
+        table[byte] = 0;
+        byte += 1;
+    }
+    table
+};
+
+/// The fast, branch-light check of the usual pair: a non-empty,
+/// already lower-case key of `0-9 a-z - _ .` within [`MAX_KEY_LEN`] bytes
+/// that is neither reserved nor `-bin`, and a printable ASCII value. One
+/// table pass over each; `false` sends the caller to the full check.
 #[inline]
-pub(crate) fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
+pub(crate) fn is_plain_pair(key: &[u8], value: &[u8]) -> bool {
+    let key_classes = key.iter().fold(0, |classes, &byte| {
+        classes | KEY_BYTE_CLASS[usize::from(byte)]
+    });
+    let value_classes = value.iter().fold(0, |classes, &byte| {
+        classes | VALUE_BYTE_CLASS[usize::from(byte)]
+    });
+    key_classes | value_classes == 0
+        && !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && !key.ends_with(b"-bin")
+        && !is_reserved(key)
+}
+
+/// Checks an ASCII pair: one table pass for the usual pair, the full
+/// check (out of line) for anything else, e.g. to lower an upper-case key.
+#[inline]
+fn check_ascii_pair(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
+    if is_plain_pair(key, value) {
+        return Ok(());
+    }
+    check_ascii_pair_slow(key, value).map(drop)
+}
+
+/// The full check of an ASCII pair: says why it is refused.
+#[cold]
+#[inline(never)]
+pub(crate) fn check_ascii_pair_slow(key: &[u8], value: &[u8]) -> Result<CheckedKey, MetadataError> {
+    let checked = check_key(key, ValueKind::Ascii)?;
+    check_ascii_value(key, value)?;
+    Ok(checked)
+}
+
+#[inline]
+fn check_ascii_value(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
     match value.iter().position(|byte| !(0x20..=0x7e).contains(byte)) {
         None => Ok(()),
         Some(index) => Err(MetadataError::InvalidValueByte {
@@ -314,8 +363,7 @@ impl MetadataEntry {
     /// An ASCII entry from borrowed strings: the key and the value are each
     /// copied once.
     pub fn ascii(key: &str, value: &str) -> Result<Self, MetadataError> {
-        check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        check_ascii_pair(key.as_bytes(), value.as_bytes())?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), Bytes::copy_from_slice(value.as_bytes()))?;
         Ok(Self { name, value })
@@ -324,8 +372,7 @@ impl MetadataEntry {
     /// An ASCII entry whose value is already held as [`Bytes`]: the value is
     /// checked but not copied.
     pub fn ascii_bytes(key: &str, value: Bytes) -> Result<Self, MetadataError> {
-        check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), &value)?;
+        check_ascii_pair(key.as_bytes(), &value)?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), value)?;
         Ok(Self { name, value })
@@ -501,6 +548,50 @@ mod tests {
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
         assert!(!is_reserved(b"grpc-timeout"));
+    }
+
+    /// The fast check accepts exactly the pairs the full check accepts with
+    /// a lower-case key.
+    #[test]
+    fn plain_pair_check_agrees_with_the_full_check() {
+        let full = |key: &[u8], value: &[u8]| {
+            check_key(key, ValueKind::Ascii).is_ok_and(|checked| !checked.has_upper)
+                && check_ascii_value(key, value).is_ok()
+        };
+        let mut keys: Vec<Vec<u8>> = RESERVED_KEYS
+            .iter()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        keys.extend(
+            [
+                &b""[..],
+                b"-bin",
+                b"x-bin",
+                b"x-Bin",
+                b"bin",
+                b"te",
+                b"tee",
+                b"t",
+            ]
+            .map(<[u8]>::to_vec),
+        );
+        for byte in 0..=u8::MAX {
+            keys.extend([
+                vec![byte],
+                vec![b'x', byte, b'y'],
+                [b"te".as_slice(), &[byte]].concat(),
+            ]);
+        }
+        for key in &keys {
+            for byte in 0..=u8::MAX {
+                let value = [b'a', byte];
+                assert_eq!(
+                    is_plain_pair(key, &value),
+                    full(key, &value),
+                    "{key:?} {value:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,40 +6,7 @@ use std::sync::OnceLock;
 use http::{HeaderName, HeaderValue};
 
 use super::MetadataError;
-use super::key::{
-    ENTRY_OVERHEAD, INVALID, KEY_BYTE_CLASS, MAX_KEY_LEN, ValueKind, check_ascii_value, check_key,
-    is_reserved,
-};
-
-/// Per byte: 0 for printable ASCII (`0x20..=0x7e`), else [`INVALID`].
-const VALUE_BYTE_CLASS: [u8; 256] = {
-    let mut table = [INVALID; 256];
-    let mut byte = 0x20;
-    while byte <= 0x7e {
-        table[byte] = 0;
-        byte += 1;
-    }
-    table
-};
-
-/// The fast, branch-light check of the usual pair: a non-empty,
-/// already lower-case key of `0-9 a-z - _ .` within [`MAX_KEY_LEN`] bytes
-/// that is neither reserved nor `-bin`, and a printable ASCII value. One
-/// table pass over each; `false` sends the caller to the full check.
-#[inline]
-fn is_plain_pair(key: &[u8], value: &[u8]) -> bool {
-    let key_classes = key.iter().fold(0, |classes, &byte| {
-        classes | KEY_BYTE_CLASS[usize::from(byte)]
-    });
-    let value_classes = value.iter().fold(0, |classes, &byte| {
-        classes | VALUE_BYTE_CLASS[usize::from(byte)]
-    });
-    key_classes | value_classes == 0
-        && !key.is_empty()
-        && key.len() <= MAX_KEY_LEN
-        && !key.ends_with(b"-bin")
-        && !is_reserved(key)
-}
+use super::key::{self, ENTRY_OVERHEAD};
 
 /// A pair of `'static` strings that passed the gRPC rules with an already
 /// lower-case key: what [`append_static`](super::OutgoingMetadata::append_static)
@@ -59,7 +26,7 @@ impl StaticPair {
         key: &'static str,
         value: &'static str,
     ) -> Result<Option<Self>, MetadataError> {
-        if is_plain_pair(key.as_bytes(), value.as_bytes()) {
+        if key::is_plain_pair(key.as_bytes(), value.as_bytes()) {
             Ok(Some(Self {
                 key,
                 value,
@@ -75,8 +42,7 @@ impl StaticPair {
     #[cold]
     #[inline(never)]
     fn check_slow(key: &str, value: &str) -> Result<Option<Self>, MetadataError> {
-        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        let checked = key::check_ascii_pair_slow(key.as_bytes(), value.as_bytes())?;
         // A plain pair would not have come here.
         debug_assert!(checked.has_upper);
         Ok(None)
@@ -113,7 +79,7 @@ impl StaticPair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::key::RESERVED_KEYS;
+    use crate::metadata::key::MAX_KEY_LEN;
 
     /// The keys and values `StaticPair::check` accepts are a subset of what
     /// `HeaderName::from_static` / `HeaderValue::from_static` accept, so
@@ -156,49 +122,5 @@ mod tests {
         assert!(StaticPair::check("", "v").is_err());
         // Upper case is not a static pair: it is lowered into a copy.
         assert!(StaticPair::check("X-k", "v").unwrap().is_none());
-    }
-
-    /// The fast check accepts exactly the pairs the full check accepts with
-    /// a lower-case key.
-    #[test]
-    fn plain_pair_check_agrees_with_the_full_check() {
-        let full = |key: &[u8], value: &[u8]| {
-            check_key(key, ValueKind::Ascii).is_ok_and(|checked| !checked.has_upper)
-                && check_ascii_value(key, value).is_ok()
-        };
-        let mut keys: Vec<Vec<u8>> = RESERVED_KEYS
-            .iter()
-            .map(|k| k.as_bytes().to_vec())
-            .collect();
-        keys.extend(
-            [
-                &b""[..],
-                b"-bin",
-                b"x-bin",
-                b"x-Bin",
-                b"bin",
-                b"te",
-                b"tee",
-                b"t",
-            ]
-            .map(<[u8]>::to_vec),
-        );
-        for byte in 0..=u8::MAX {
-            keys.extend([
-                vec![byte],
-                vec![b'x', byte, b'y'],
-                [b"te".as_slice(), &[byte]].concat(),
-            ]);
-        }
-        for key in &keys {
-            for byte in 0..=u8::MAX {
-                let value = [b'a', byte];
-                assert_eq!(
-                    is_plain_pair(key, &value),
-                    full(key, &value),
-                    "{key:?} {value:?}"
-                );
-            }
-        }
     }
 }
