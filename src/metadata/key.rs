@@ -289,9 +289,6 @@ fn shared_value(key: &[u8], value: Bytes) -> Result<HeaderValue, MetadataError> 
 pub struct MetadataEntry {
     name: HeaderName,
     value: HeaderValue,
-    /// The checked `'static` key (lower case) and value the entry was made
-    /// of, if so: appending it then stores these, as `append_static` does.
-    statics: Option<(&'static str, &'static str)>,
 }
 
 impl MetadataEntry {
@@ -309,13 +306,8 @@ impl MetadataEntry {
             HeaderName::from_static(key)
         };
         // Cannot panic: printable ASCII is a subset of valid header values.
-        let statics = (!checked.has_upper).then_some((key, value));
         let value = HeaderValue::from_static(value);
-        Ok(Self {
-            name,
-            value,
-            statics,
-        })
+        Ok(Self { name, value })
     }
 
     /// An ASCII entry from `'static` strings, checkable at compile time:
@@ -365,7 +357,6 @@ impl MetadataEntry {
         Some(Self {
             name: HeaderName::from_static(key),
             value: HeaderValue::from_static(value),
-            statics: Some((key, value)),
         })
     }
 
@@ -375,11 +366,7 @@ impl MetadataEntry {
         check_ascii_pair(key.as_bytes(), value.as_bytes())?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), Bytes::copy_from_slice(value.as_bytes()))?;
-        Ok(Self {
-            name,
-            value,
-            statics: None,
-        })
+        Ok(Self { name, value })
     }
 
     /// An ASCII entry whose value is already held as [`Bytes`]: the value is
@@ -388,11 +375,7 @@ impl MetadataEntry {
         check_ascii_pair(key.as_bytes(), &value)?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), value)?;
-        Ok(Self {
-            name,
-            value,
-            statics: None,
-        })
+        Ok(Self { name, value })
     }
 
     /// A binary entry: `key` must end in `-bin`; `value` is base64-encoded
@@ -409,11 +392,7 @@ impl MetadataEntry {
                 index: 0,
             }
         })?;
-        Ok(Self {
-            name,
-            value,
-            statics: None,
-        })
+        Ok(Self { name, value })
     }
 
     /// The (lower-case) key.
@@ -446,12 +425,6 @@ impl MetadataEntry {
     #[inline]
     pub fn into_parts(self) -> (HeaderName, HeaderValue) {
         (self.name, self.value)
-    }
-
-    /// The checked `'static` key and value the entry was made of, if so.
-    #[inline]
-    pub(crate) fn statics(&self) -> Option<(&'static str, &'static str)> {
-        self.statics
     }
 }
 

@@ -163,17 +163,13 @@ impl OutgoingMetadata {
         value: &'static str,
     ) -> Result<Self, MetadataError> {
         match StaticPair::check(key, value)? {
-            Some(pair) => self.append_static_pair(pair),
+            Some(pair) => {
+                let size = pair.size();
+                self.check_growth(self.len(), self.size(), 1, size)?;
+                Ok(self.push(DeltaEntries::Static(pair), size))
+            }
             None => self.append_lowered_static(key, value),
         }
-    }
-
-    /// Appends a checked static pair as one node.
-    #[inline(always)]
-    fn append_static_pair(&self, pair: StaticPair) -> Result<Self, MetadataError> {
-        let size = pair.size();
-        self.check_growth(self.len(), self.size(), 1, size)?;
-        Ok(self.push(DeltaEntries::Static(pair), size))
     }
 
     /// [`append_static`](Self::append_static) of an upper-case key, which is
@@ -210,11 +206,6 @@ impl OutgoingMetadata {
     /// Appends one pre-validated entry: one node, one allocation.
     #[inline(always)]
     pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
-        if let Some((key, value)) = entry.statics() {
-            // Made of checked `'static` strings: store those, as
-            // `append_static` does, and build nothing now.
-            return self.append_static_pair(StaticPair::prechecked(key, value));
-        }
         let size = entry.size();
         self.check_growth(self.len(), self.size(), 1, size)?;
         Ok(self.push(DeltaEntries::One([entry.into_parts()]), size))

@@ -27,20 +27,13 @@ impl StaticPair {
         value: &'static str,
     ) -> Result<Option<Self>, MetadataError> {
         if key::is_plain_pair(key.as_bytes(), value.as_bytes()) {
-            Ok(Some(Self::prechecked(key, value)))
+            Ok(Some(Self {
+                key,
+                value,
+                built: OnceLock::new(),
+            }))
         } else {
             Self::check_slow(key, value)
-        }
-    }
-
-    /// A pair that [`MetadataEntry`](super::MetadataEntry) already checked
-    /// (lower-case key).
-    #[inline]
-    pub(crate) const fn prechecked(key: &'static str, value: &'static str) -> Self {
-        Self {
-            key,
-            value,
-            built: OnceLock::new(),
         }
     }
 
