@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::static_pair::StaticPair;
-
 /// One immutable node of an outgoing-metadata chain.
 ///
 /// A chain is a singly linked list from the newest node to the oldest; the
@@ -33,9 +31,6 @@ pub(crate) enum DeltaEntries {
     Base(Box<HeaderMap>),
     /// One appended pair (the common case: one allocation per append).
     One([(HeaderName, HeaderValue); 1]),
-    /// One pair appended from checked `'static` strings: nothing is built
-    /// at append time; the header name and value are built on first read.
-    Static(StaticPair),
     /// Several pairs appended as one node, in order.
     Many(Box<[(HeaderName, HeaderValue)]>),
 }
@@ -51,7 +46,7 @@ impl MetadataDelta {
     ) -> Self {
         let added_len = match &entries {
             DeltaEntries::Base(map) => map.len(),
-            DeltaEntries::One(_) | DeltaEntries::Static(_) => 1,
+            DeltaEntries::One(_) => 1,
             DeltaEntries::Many(pairs) => pairs.len(),
         };
         let (len, size, depth) = match &parent {
@@ -92,51 +87,12 @@ impl MetadataDelta {
     }
 
     /// The pairs this node appended, in order (empty for a base node).
-    ///
-    /// A pair appended with
-    /// [`append_static`](super::OutgoingMetadata::append_static) gets its
-    /// header name and value built here on first read (without allocating);
-    /// later reads, from any fork, share them.
     pub fn pairs(&self) -> &[(HeaderName, HeaderValue)] {
         match &self.entries {
             DeltaEntries::Base(_) => &[],
             DeltaEntries::One(pair) => pair,
-            DeltaEntries::Static(pair) => pair.built(),
             DeltaEntries::Many(pairs) => pairs,
         }
-    }
-
-    /// Number of pairs this node appended (0 for a base node).
-    #[inline]
-    fn pair_count(&self) -> usize {
-        match &self.entries {
-            DeltaEntries::Base(_) => 0,
-            DeltaEntries::One(_) | DeltaEntries::Static(_) => 1,
-            DeltaEntries::Many(pairs) => pairs.len(),
-        }
-    }
-
-    /// The value of this node's `offset`-th pair if its key is `key` (ASCII
-    /// case-insensitively). Builds no header types for a pair that does not
-    /// match.
-    #[inline]
-    pub(crate) fn value_if_key(&self, offset: usize, key: &str) -> Option<&HeaderValue> {
-        match &self.entries {
-            DeltaEntries::Static(pair) => {
-                (offset == 0 && pair.key().eq_ignore_ascii_case(key)).then(|| &pair.built()[0].1)
-            }
-            _ => self
-                .pairs()
-                .get(offset)
-                .filter(|(name, _)| name.as_str().eq_ignore_ascii_case(key))
-                .map(|(_, value)| value),
-        }
-    }
-
-    /// The value of the oldest of this node's pairs whose key is `key`.
-    #[inline]
-    pub(crate) fn first_value_of(&self, key: &str) -> Option<&HeaderValue> {
-        (0..self.pair_count()).find_map(|offset| self.value_if_key(offset, key))
     }
 
     /// The base map, if this is a base node (always the oldest).
@@ -152,7 +108,7 @@ impl MetadataDelta {
     fn first_index(&self) -> usize {
         match &self.entries {
             DeltaEntries::Base(_) => 0,
-            _ => self.len - self.pair_count(),
+            _ => self.len - self.pairs().len(),
         }
     }
 
@@ -353,12 +309,12 @@ impl<'a> GetAll<'a> {
                 }
             }
             let first = current.first_index();
-            for offset in (0..current.pair_count()).rev() {
+            for (offset, (name, value)) in current.pairs().iter().enumerate().rev() {
                 let index = first + offset;
                 if floor.is_some_and(|floor| index <= floor) {
                     break;
                 }
-                if let Some(value) = current.value_if_key(offset, self.key) {
+                if name.as_str().eq_ignore_ascii_case(self.key) {
                     // Keep the last GET_ALL_BATCH seen, i.e. the oldest.
                     self.buffer[seen % GET_ALL_BATCH] = Some((index, value));
                     seen += 1;

@@ -151,11 +151,8 @@ impl OutgoingMetadata {
         Ok(self.with_head(node))
     }
 
-    /// Appends an ASCII pair from `'static` strings without copying either.
-    ///
-    /// The pair is checked now; its header name and value are built (without
-    /// allocating) when the chain is first read or written, so the append
-    /// itself is one small node.
+    /// Appends an ASCII pair from `'static` strings without copying either:
+    /// one node, one allocation.
     #[inline(always)]
     pub fn append_static(
         &self,
@@ -166,7 +163,7 @@ impl OutgoingMetadata {
             Some(pair) => {
                 let size = pair.size();
                 self.check_growth(self.len(), self.size(), 1, size)?;
-                Ok(self.push(DeltaEntries::Static(pair), size))
+                Ok(self.push(DeltaEntries::One([pair.into_parts()]), size))
             }
             None => self.append_lowered_static(key, value),
         }
@@ -323,7 +320,10 @@ impl OutgoingMetadata {
             if let Some(value) = current.base().and_then(|base| base.get(key)) {
                 return Some(value);
             }
-            if let Some(value) = current.first_value_of(key) {
+            let mut pairs = current.pairs().iter();
+            if let Some((_, value)) =
+                pairs.find(|(name, _)| name.as_str().eq_ignore_ascii_case(key))
+            {
                 oldest = Some(value);
             }
             node = current.parent();

@@ -1,7 +1,6 @@
-//! [`StaticPair`]: what `append_static` stores, and the fast check that
-//! accepts the usual `'static` pair in one table pass over each string.
-
-use std::sync::OnceLock;
+//! [`StaticPair`]: the `'static` pair `append_static` checks (one table pass
+//! over each string for the usual pair) and turns into header types without
+//! allocating.
 
 use http::{HeaderName, HeaderValue};
 
@@ -9,12 +8,12 @@ use super::MetadataError;
 use super::key::{self, ENTRY_OVERHEAD};
 
 /// A pair of `'static` strings that passed the gRPC rules with an already
-/// lower-case key: what [`append_static`](super::OutgoingMetadata::append_static)
-/// stores. Its header name and value are built on first read.
+/// lower-case key, so that `HeaderName::from_static` and
+/// `HeaderValue::from_static` cannot panic on it. Made by
+/// [`append_static`](super::OutgoingMetadata::append_static).
 pub(crate) struct StaticPair {
     key: &'static str,
     value: &'static str,
-    built: OnceLock<[(HeaderName, HeaderValue); 1]>,
 }
 
 impl StaticPair {
@@ -27,11 +26,7 @@ impl StaticPair {
         value: &'static str,
     ) -> Result<Option<Self>, MetadataError> {
         if key::is_plain_pair(key.as_bytes(), value.as_bytes()) {
-            Ok(Some(Self {
-                key,
-                value,
-                built: OnceLock::new(),
-            }))
+            Ok(Some(Self { key, value }))
         } else {
             Self::check_slow(key, value)
         }
@@ -48,31 +43,24 @@ impl StaticPair {
         Ok(None)
     }
 
-    /// The (lower-case) key.
-    #[inline]
-    pub(crate) fn key(&self) -> &'static str {
-        self.key
-    }
-
     /// The pair's size in a header list: key + value + 32 bytes.
     #[inline]
     pub(crate) fn size(&self) -> usize {
         self.key.len() + self.value.len() + ENTRY_OVERHEAD
     }
 
-    /// The header name and value, built on the first call.
-    pub(crate) fn built(&self) -> &[(HeaderName, HeaderValue); 1] {
-        self.built.get_or_init(|| {
-            // Neither can panic: `check` accepted only `0-9 a-z - _ .` keys
-            // of at most `MAX_KEY_LEN` bytes, a subset of what
-            // `HeaderName::from_static` accepts (tested over every byte),
-            // and printable ASCII values, a subset of what
-            // `HeaderValue::from_static` accepts.
-            [(
-                HeaderName::from_static(self.key),
-                HeaderValue::from_static(self.value),
-            )]
-        })
+    /// The header name and value, built without allocating.
+    #[inline]
+    pub(crate) fn into_parts(self) -> (HeaderName, HeaderValue) {
+        // Neither can panic: `check` accepted only `0-9 a-z - _ .` keys of
+        // at most `MAX_KEY_LEN` bytes, a subset of what
+        // `HeaderName::from_static` accepts (tested over every byte), and
+        // printable ASCII values, a subset of what
+        // `HeaderValue::from_static` accepts.
+        (
+            HeaderName::from_static(self.key),
+            HeaderValue::from_static(self.value),
+        )
     }
 }
 
@@ -99,13 +87,13 @@ mod tests {
                 let key = leak(key);
                 if let Ok(Some(pair)) = StaticPair::check(key, "v") {
                     accepted_keys += 1;
-                    let built = std::panic::catch_unwind(|| pair.built()[0].0.clone());
+                    let built = std::panic::catch_unwind(|| pair.into_parts().0);
                     assert_eq!(built.expect("from_static panicked").as_str(), key);
                 }
             }
             let value = leak(format!("a{ch}b"));
             if let Ok(Some(pair)) = StaticPair::check("x-k", value) {
-                let built = std::panic::catch_unwind(|| pair.built()[0].1.clone());
+                let built = std::panic::catch_unwind(|| pair.into_parts().1);
                 assert_eq!(
                     built.expect("from_static panicked").as_bytes(),
                     value.as_bytes()
@@ -117,7 +105,7 @@ mod tests {
         // The longest accepted key.
         let longest = leak("k".repeat(MAX_KEY_LEN));
         let pair = StaticPair::check(longest, "v").unwrap().unwrap();
-        assert_eq!(pair.built()[0].0.as_str().len(), MAX_KEY_LEN);
+        assert_eq!(pair.into_parts().0.as_str().len(), MAX_KEY_LEN);
         assert!(StaticPair::check(leak("k".repeat(MAX_KEY_LEN + 1)), "v").is_err());
         assert!(StaticPair::check("", "v").is_err());
         // Upper case is not a static pair: it is lowered into a copy.
