@@ -45,6 +45,7 @@
 //! # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 //! ```
 
+mod base64;
 mod delta;
 mod error;
 mod key;
