@@ -121,6 +121,12 @@ fn append_one(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    // The floor: what any persistent node costs, whatever it holds.
+    let parent = std::sync::Arc::new(0u64);
+    group.bench_function(
+        "floor: Arc::new(128-byte node holding a parent Arc clone)",
+        |b| b.iter(|| std::sync::Arc::new((black_box(&parent).clone(), [0u64; 15]))),
+    );
     group.bench_function("MetadataMap clone + append (static)", |b| {
         b.iter(|| {
             let mut next = black_box(&map).clone();

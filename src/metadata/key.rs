@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use super::MetadataError;
+use super::base64::base64_encode_no_pad;
 
 /// Headers tonic (or the gRPC protocol) manages itself; user metadata may not
 /// set them. tonic strips the first five from request metadata
@@ -46,6 +47,14 @@ pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
 /// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
 #[inline]
 pub(crate) fn is_reserved(key: &[u8]) -> bool {
+    // Every reserved key starts with `t`, `c` or `g`: one branch for the
+    // usual `x-...` keys.
+    if !matches!(
+        key.first().map(u8::to_ascii_lowercase),
+        Some(b't' | b'c' | b'g')
+    ) {
+        return false;
+    }
     RESERVED_KEYS.iter().any(|reserved| {
         reserved.len() == key.len() && reserved.as_bytes().eq_ignore_ascii_case(key)
     })
@@ -101,8 +110,8 @@ enum ValueKind {
 }
 
 /// A key that passed the gRPC key rules.
-struct CheckedKey {
-    has_upper: bool,
+pub(crate) struct CheckedKey {
+    pub(crate) has_upper: bool,
 }
 
 const INVALID: u8 = 1;
@@ -167,6 +176,55 @@ fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
 
 fn lowered(key: &[u8]) -> String {
     String::from_utf8_lossy(key).to_ascii_lowercase()
+}
+
+/// Per byte: 0 for printable ASCII (`0x20..=0x7e`), else [`INVALID`].
+const VALUE_BYTE_CLASS: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut byte = 0x20;
+    while byte <= 0x7e {
+        table[byte] = 0;
+        byte += 1;
+    }
+    table
+};
+
+/// The fast, branch-light check of the usual pair: a non-empty,
+/// already lower-case key of `0-9 a-z - _ .` within [`MAX_KEY_LEN`] bytes
+/// that is neither reserved nor `-bin`, and a printable ASCII value. One
+/// table pass over each; `false` sends the caller to the full check.
+#[inline]
+pub(crate) fn is_plain_pair(key: &[u8], value: &[u8]) -> bool {
+    let key_classes = key.iter().fold(0, |classes, &byte| {
+        classes | KEY_BYTE_CLASS[usize::from(byte)]
+    });
+    let value_classes = value.iter().fold(0, |classes, &byte| {
+        classes | VALUE_BYTE_CLASS[usize::from(byte)]
+    });
+    key_classes | value_classes == 0
+        && !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && !key.ends_with(b"-bin")
+        && !is_reserved(key)
+}
+
+/// Checks an ASCII pair: one table pass for the usual pair, the full
+/// check (out of line) for anything else, e.g. to lower an upper-case key.
+#[inline]
+fn check_ascii_pair(key: &[u8], value: &[u8]) -> Result<(), MetadataError> {
+    if is_plain_pair(key, value) {
+        return Ok(());
+    }
+    check_ascii_pair_slow(key, value).map(drop)
+}
+
+/// The full check of an ASCII pair: says why it is refused.
+#[cold]
+#[inline(never)]
+pub(crate) fn check_ascii_pair_slow(key: &[u8], value: &[u8]) -> Result<CheckedKey, MetadataError> {
+    let checked = check_key(key, ValueKind::Ascii)?;
+    check_ascii_value(key, value)?;
+    Ok(checked)
 }
 
 #[inline]
@@ -306,8 +364,7 @@ impl MetadataEntry {
     /// An ASCII entry from borrowed strings: the key and the value are each
     /// copied once.
     pub fn ascii(key: &str, value: &str) -> Result<Self, MetadataError> {
-        check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), value.as_bytes())?;
+        check_ascii_pair(key.as_bytes(), value.as_bytes())?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), Bytes::copy_from_slice(value.as_bytes()))?;
         Ok(Self { name, value })
@@ -316,8 +373,7 @@ impl MetadataEntry {
     /// An ASCII entry whose value is already held as [`Bytes`]: the value is
     /// checked but not copied.
     pub fn ascii_bytes(key: &str, value: Bytes) -> Result<Self, MetadataError> {
-        check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), &value)?;
+        check_ascii_pair(key.as_bytes(), &value)?;
         let name = copied_name(key.as_bytes())?;
         let value = shared_value(key.as_bytes(), value)?;
         Ok(Self { name, value })
@@ -432,51 +488,9 @@ impl fmt::Debug for RedactedValue<'_> {
     }
 }
 
-const BASE64_ALPHABET: &[u8; 64] =
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 without padding, into a buffer of exactly the right size.
-fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity((input.len() * 4).div_ceil(3));
-    let symbol = |index: u32| BASE64_ALPHABET[(index & 0x3f) as usize];
-    let mut chunks = input.chunks_exact(3);
-    for chunk in &mut chunks {
-        let n = u32::from(chunk[0]) << 16 | u32::from(chunk[1]) << 8 | u32::from(chunk[2]);
-        out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6), symbol(n)]);
-    }
-    match *chunks.remainder() {
-        [a] => {
-            let n = u32::from(a) << 16;
-            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12)]);
-        }
-        [a, b] => {
-            let n = u32::from(a) << 16 | u32::from(b) << 8;
-            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6)]);
-        }
-        _ => {}
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_known_vectors() {
-        let cases: [(&[u8], &str); 7] = [
-            (b"", ""),
-            (b"f", "Zg"),
-            (b"fo", "Zm8"),
-            (b"foo", "Zm9v"),
-            (b"foob", "Zm9vYg"),
-            (b"fooba", "Zm9vYmE"),
-            (&[0xff, 0xfe, 0x00], "//4A"),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
-        }
-    }
 
     #[test]
     fn reserved_keys_are_matched_case_insensitively() {
@@ -493,6 +507,50 @@ mod tests {
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
         assert!(!is_reserved(b"grpc-timeout"));
+    }
+
+    /// The fast check accepts exactly the pairs the full check accepts with
+    /// a lower-case key.
+    #[test]
+    fn plain_pair_check_agrees_with_the_full_check() {
+        let full = |key: &[u8], value: &[u8]| {
+            check_key(key, ValueKind::Ascii).is_ok_and(|checked| !checked.has_upper)
+                && check_ascii_value(key, value).is_ok()
+        };
+        let mut keys: Vec<Vec<u8>> = RESERVED_KEYS
+            .iter()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        keys.extend(
+            [
+                &b""[..],
+                b"-bin",
+                b"x-bin",
+                b"x-Bin",
+                b"bin",
+                b"te",
+                b"tee",
+                b"t",
+            ]
+            .map(<[u8]>::to_vec),
+        );
+        for byte in 0..=u8::MAX {
+            keys.extend([
+                vec![byte],
+                vec![b'x', byte, b'y'],
+                [b"te".as_slice(), &[byte]].concat(),
+            ]);
+        }
+        for key in &keys {
+            for byte in 0..=u8::MAX {
+                let value = [b'a', byte];
+                assert_eq!(
+                    is_plain_pair(key, &value),
+                    full(key, &value),
+                    "{key:?} {value:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -45,11 +45,13 @@
 //! # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 //! ```
 
+mod base64;
 mod delta;
 mod error;
 mod key;
 mod layer;
 mod scope;
+mod static_pair;
 
 use std::fmt;
 use std::sync::Arc;
@@ -64,6 +66,7 @@ pub use error::MetadataError;
 pub use key::MetadataEntry;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
 pub use scope::OutgoingMetadataExt;
+use static_pair::StaticPair;
 
 /// Default cap on a chain's size: 15 KiB, i.e. the 16 KiB header list a
 /// default tonic (hyper/h2) server accepts, minus 1 KiB for what tonic and
@@ -149,9 +152,30 @@ impl OutgoingMetadata {
         Ok(self.with_head(node))
     }
 
-    /// Appends an ASCII pair from `'static` strings without copying either.
-    #[inline]
+    /// Appends an ASCII pair from `'static` strings without copying either:
+    /// one node, one allocation.
+    #[inline(always)]
     pub fn append_static(
+        &self,
+        key: &'static str,
+        value: &'static str,
+    ) -> Result<Self, MetadataError> {
+        match StaticPair::check(key, value)? {
+            Some(pair) => {
+                let size = pair.size();
+                self.check_growth(self.len(), self.size(), 1, size)?;
+                Ok(self.push(DeltaEntries::One([pair.into_parts()]), size))
+            }
+            None => self.append_lowered_static(key, value),
+        }
+    }
+
+    /// [`append_static`](Self::append_static) of an upper-case key, which is
+    /// lowered into a copy. Out of line: the hot path stays small enough to
+    /// inline into callers.
+    #[cold]
+    #[inline(never)]
+    fn append_lowered_static(
         &self,
         key: &'static str,
         value: &'static str,
@@ -178,13 +202,11 @@ impl OutgoingMetadata {
     }
 
     /// Appends one pre-validated entry: one node, one allocation.
-    #[inline]
+    #[inline(always)]
     pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
         let size = entry.size();
         self.check_growth(self.len(), self.size(), 1, size)?;
-        let pair = entry.into_parts();
-        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::One([pair]), size);
-        Ok(self.with_head(node))
+        Ok(self.push(DeltaEntries::One([entry.into_parts()]), size))
     }
 
     /// Appends several entries, in order, as one node (grpc-go's
@@ -203,8 +225,7 @@ impl OutgoingMetadata {
             .map(|(name, value)| key::entry_size(name, value))
             .sum();
         self.check_growth(self.len(), self.size(), pairs.len(), size)?;
-        let node = MetadataDelta::new(self.head.clone(), DeltaEntries::Many(pairs), size);
-        Ok(self.with_head(node))
+        Ok(self.push(DeltaEntries::Many(pairs), size))
     }
 
     /// Refuses growth from `len` entries / `size` bytes by `added_len` /
@@ -218,20 +239,35 @@ impl OutgoingMetadata {
         added_size: usize,
     ) -> Result<(), MetadataError> {
         let len = len.saturating_add(added_len);
-        if len > MAX_ENTRIES {
-            return Err(MetadataError::TooManyEntries {
-                limit: MAX_ENTRIES,
-                len,
-            });
-        }
         let size = size.saturating_add(added_size);
-        if size > self.limit {
-            return Err(MetadataError::SizeLimitExceeded {
-                limit: self.limit,
-                size,
-            });
+        if len > MAX_ENTRIES || size > self.limit {
+            return Err(self.growth_error(len, size));
         }
         Ok(())
+    }
+
+    /// Why growth to `len` entries / `size` bytes was refused.
+    #[cold]
+    #[inline(never)]
+    fn growth_error(&self, len: usize, size: usize) -> MetadataError {
+        if len > MAX_ENTRIES {
+            MetadataError::TooManyEntries {
+                limit: MAX_ENTRIES,
+                len,
+            }
+        } else {
+            MetadataError::SizeLimitExceeded {
+                limit: self.limit,
+                size,
+            }
+        }
+    }
+
+    /// A handle to a new node adding `entries` (of size `size`, already
+    /// checked against the limits) on top of this chain.
+    #[inline]
+    fn push(&self, entries: DeltaEntries, size: usize) -> Self {
+        self.with_head(MetadataDelta::new(self.head.clone(), entries, size))
     }
 
     #[inline]
