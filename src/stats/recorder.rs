@@ -344,15 +344,18 @@ impl<H: StatsHandler> PayloadBatch<'_, H> {
 
 /// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
 /// one entry, request headers a handful) are scanned, which is cheaper than
-/// hashing the name; larger ones use the hash lookup.
+/// hashing the name; larger ones use the hash lookup. The scan walks the
+/// keys only (no multi-value links); most lookups miss (`grpc-timeout`) or
+/// hit the first entry (`grpc-status` in tonic's trailers).
 fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
     const SCAN_UP_TO: usize = 8;
-    if headers.len() <= SCAN_UP_TO {
-        headers
-            .iter()
-            .find_map(|(key, value)| (key == name).then_some(value))
-    } else {
-        headers.get(name)
+    if headers.keys_len() > SCAN_UP_TO {
+        return headers.get(name);
+    }
+    match headers.keys().position(|key| key == name)? {
+        // The first value of the first entry is the first `iter` yields.
+        0 => headers.iter().next().map(|(_, value)| value),
+        _ => headers.get(name),
     }
 }
 
@@ -448,6 +451,10 @@ mod tests {
         headers.insert("grpc-status", HeaderValue::from_static("5"));
         assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
         assert!(find(&headers, &GRPC_MESSAGE).is_none());
+        headers.append("grpc-status", HeaderValue::from_static("6"));
+        headers.insert("grpc-message", HeaderValue::from_static("m"));
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5", "first value");
+        assert_eq!(find(&headers, &GRPC_MESSAGE).unwrap(), "m", "later entry");
         for i in 0..20 {
             let name = HeaderName::try_from(format!("x-{i}")).unwrap();
             headers.insert(name, HeaderValue::from_static("v"));
