@@ -79,7 +79,7 @@ where
     type Data = Bytes;
     type Error = B::Error;
 
-    #[inline]
+    #[inline(always)]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

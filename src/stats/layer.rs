@@ -381,6 +381,7 @@ where
 {
     type Output = Result<Response<ObservedBody<ResBody, H>>, BoxError>;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
