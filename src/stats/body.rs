@@ -79,6 +79,9 @@ where
     type Data = Bytes;
     type Error = B::Error;
 
+    // Always inlined: the hot part is a few branches around the inner poll
+    // (cold paths are out of line), and a call per frame cost more than
+    // the work (callgrind, in-process unary: ~120 instructions per RPC).
     #[inline(always)]
     fn poll_frame(
         self: Pin<&mut Self>,

@@ -381,6 +381,8 @@ where
 {
     type Output = Result<Response<ObservedBody<ResBody, H>>, BoxError>;
 
+    // Always inlined into the caller's poll, like the body wrapper's
+    // `poll_frame` (callgrind, in-process unary: ~60 instructions per RPC).
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
