@@ -144,15 +144,24 @@ impl<H: StatsHandler> Deref for RecordRef<H> {
 }
 
 impl<H: StatsHandler> Drop for RecordRef<H> {
+    // Inlined: the other holders only load the count; the last one
+    // recycles out of line.
+    #[inline]
     fn drop(&mut self) {
         // Only the unique owner may recycle: no other holder can observe
         // the reset. (Two holders dropping at once may both see a shared
         // record; it is then freed, not recycled.) The count check is a
         // plain load that turns away the other holders before `get_mut`'s
         // compare-and-swap.
-        if Arc::strong_count(&self.0) != 1 {
-            return;
+        if Arc::strong_count(&self.0) == 1 {
+            self.recycle();
         }
+    }
+}
+
+impl<H: StatsHandler> RecordRef<H> {
+    #[inline(never)]
+    fn recycle(&mut self) {
         let Some(record) = Arc::get_mut(&mut self.0) else {
             return;
         };
