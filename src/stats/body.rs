@@ -13,7 +13,7 @@ use super::StatsHandler;
 use super::event::{Direction, RpcError};
 use super::frame::FrameDecoder;
 use super::pool::RecordRef;
-use super::recorder::classify_error;
+use super::recorder::{RpcRecorder, classify_error};
 
 pin_project! {
     /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
@@ -79,57 +79,44 @@ where
     type Data = Bytes;
     type Error = B::Error;
 
+    // Always inlined: the hot part is a few branches around the inner poll
+    // (cold paths are out of line), and a call per frame cost more than
+    // the work (callgrind, in-process unary: ~120 instructions per RPC).
+    #[inline(always)]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
-        let recorder = &**this.recorder;
-        let direction = *this.direction;
-        let result = std::task::ready!(this.inner.poll_frame(cx));
-        match &result {
-            Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    let mut batch = recorder.payloads(direction);
-                    let decoded = this.decoder.push(data, |header| batch.payload(header));
-                    drop(batch);
-                    if let Err(error) = decoded {
-                        recorder.record_error(RpcError::Frame { direction, error }, None);
+        // The frame is observed by reference and handed back as polled:
+        // it is never moved out of (and rebuilt into) the return value.
+        let poll = this.inner.poll_frame(cx);
+        if let Poll::Ready(result) = &poll {
+            let recorder = &**this.recorder;
+            let direction = *this.direction;
+            match result {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        let mut batch = recorder.payloads(direction);
+                        let decoded = this.decoder.push(data, |header| batch.payload(header));
+                        drop(batch);
+                        if let Err(error) = decoded {
+                            recorder.record_error(RpcError::Frame { direction, error }, None);
+                        }
+                    } else if let Some(trailers) = frame.trailers_ref() {
+                        if *this.ends_rpc {
+                            let error = framing_error_at_end(this.decoder, direction);
+                            recorder.trailers_then_end(trailers, error);
+                            // Ended: dropping the body has nothing left to do.
+                            *this.ends_rpc = false;
+                        }
                     }
-                } else if let Some(trailers) = frame.trailers_ref() {
-                    if *this.ends_rpc {
-                        let error = framing_error_at_end(this.decoder, direction);
-                        recorder.trailers_then_end(trailers, error);
-                        // Ended: dropping the body has nothing left to do.
-                        *this.ends_rpc = false;
-                    }
                 }
-            }
-            Some(Err(error)) => {
-                let code = classify_error(error);
-                let message = error.to_string();
-                let error = RpcError::Body { direction, message };
-                if *this.ends_rpc {
-                    recorder.end(Some((error, Some(code))), code, None);
-                    *this.ends_rpc = false;
-                } else {
-                    recorder.record_error(error, Some(code));
-                }
-            }
-            None => {
-                let error = framing_error_at_end(this.decoder, direction);
-                if *this.ends_rpc {
-                    // Complete without trailers: `Unknown`, as tonic reports
-                    // a missing status.
-                    let error = error.map(|error| (error, None));
-                    recorder.end(error, Code::Unknown, Some(RpcError::MissingStatus));
-                    *this.ends_rpc = false;
-                } else if let Some(error) = error {
-                    recorder.record_error(error, None);
-                }
+                Some(Err(error)) => body_failed(recorder, error, direction, this.ends_rpc),
+                None => body_complete(recorder, this.decoder, direction, this.ends_rpc),
             }
         }
-        Poll::Ready(result)
+        poll
     }
 
     fn is_end_stream(&self) -> bool {
@@ -138,6 +125,45 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The body failed: the error is recorded (and ends the RPC on the
+/// response body).
+#[cold]
+fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
+    recorder: &RpcRecorder<H>,
+    error: &E,
+    direction: Direction,
+    ends_rpc: &mut bool,
+) {
+    let code = classify_error(error);
+    let message = error.to_string();
+    let error = RpcError::Body { direction, message };
+    if *ends_rpc {
+        recorder.end(Some((error, Some(code))), code, None);
+        *ends_rpc = false;
+    } else {
+        recorder.record_error(error, Some(code));
+    }
+}
+
+/// The body ended without trailers: a framing error is recorded, and on
+/// the response body the RPC ends `Unknown`, as tonic reports a missing
+/// status.
+fn body_complete<H: StatsHandler>(
+    recorder: &RpcRecorder<H>,
+    decoder: &FrameDecoder,
+    direction: Direction,
+    ends_rpc: &mut bool,
+) {
+    let error = framing_error_at_end(decoder, direction);
+    if *ends_rpc {
+        let error = error.map(|error| (error, None));
+        recorder.end(error, Code::Unknown, Some(RpcError::MissingStatus));
+        *ends_rpc = false;
+    } else if let Some(error) = error {
+        recorder.record_error(error, None);
     }
 }
 

@@ -19,7 +19,7 @@ use super::body::ObservedBody;
 use super::combined::Chain;
 use super::conn::ConnTag;
 use super::event::{Direction, RpcError, RpcInfo, Side};
-use super::pool::{LayerShared, RecordRef};
+use super::pool::{LayerShared, PoolOwner, RecordRef};
 use super::recorder::{RpcRecorder, classify_error};
 
 /// The error type of the layered services: the inner service's error, boxed
@@ -160,11 +160,11 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
 
     /// What one layered service shares with its clones and RPCs, including
     /// its own free list of per-RPC records.
-    fn shared(&self) -> Arc<LayerShared<H>> {
-        Arc::new(LayerShared::new(
+    fn shared(&self) -> Arc<PoolOwner<H>> {
+        Arc::new(PoolOwner::new(LayerShared::new(
             Arc::clone(&self.handler),
             self.max_message_len,
-        ))
+        )))
     }
 }
 
@@ -203,7 +203,7 @@ macro_rules! stats_service {
         $(#[$doc])*
         pub struct $name<S, H: StatsHandler> {
             inner: S,
-            shared: Arc<LayerShared<H>>,
+            shared: Arc<PoolOwner<H>>,
         }
 
         impl<S: Clone, H: StatsHandler> Clone for $name<S, H> {
@@ -337,17 +337,19 @@ pin_project! {
     /// the response headers (or a trailers-only status) and wraps the
     /// response body; if dropped before completing, delivers `End`
     /// (`Cancelled`, or `DeadlineExceeded` past the request's deadline).
+    ///
+    /// Like most futures, it panics if polled again after it completed.
     pub struct ResponseFuture<F, H: StatsHandler> {
         #[pin]
         inner: F,
-        recorder: RecordRef<H>,
-        completed: bool,
+        // Moved into the response body on completion: `None` once done.
+        recorder: Option<RecordRef<H>>,
     }
 
     impl<F, H: StatsHandler> PinnedDrop for ResponseFuture<F, H> {
         fn drop(this: Pin<&mut Self>) {
-            if !this.completed {
-                this.recorder.end_dropped();
+            if let Some(recorder) = this.project().recorder.take() {
+                recorder.end_dropped();
             }
         }
     }
@@ -357,8 +359,7 @@ impl<F, H: StatsHandler> ResponseFuture<F, H> {
     fn new(inner: F, recorder: RecordRef<H>) -> Self {
         Self {
             inner,
-            recorder,
-            completed: false,
+            recorder: Some(recorder),
         }
     }
 }
@@ -367,7 +368,6 @@ impl<F, H: StatsHandler> fmt::Debug for ResponseFuture<F, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("recorder", &self.recorder)
-            .field("completed", &self.completed)
             .finish_non_exhaustive()
     }
 }
@@ -381,16 +381,20 @@ where
 {
     type Output = Result<Response<ObservedBody<ResBody, H>>, BoxError>;
 
+    // Always inlined into the caller's poll, like the body wrapper's
+    // `poll_frame` (callgrind, in-process unary: ~60 instructions per RPC).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
-        *this.completed = true;
-        let recorder = &*this.recorder;
+        let recorder = this
+            .recorder
+            .take()
+            .expect("ResponseFuture polled after completion");
         match result {
             Ok(response) => {
                 recorder.response_headers(response.headers(), response.body().is_end_stream());
                 let direction = recorder.response_direction();
-                let recorder = this.recorder.clone();
                 Poll::Ready(Ok(
                     response.map(|body| ObservedBody::new(body, recorder, direction, true))
                 ))

@@ -5,8 +5,13 @@
 //! A record goes back to the list only when the holder dropping it is
 //! provably its only owner (`Arc::get_mut`); it is reset first (handler
 //! states, status and error dropped), and the next RPC re-creates every
-//! handler state with `tag_rpc`. A record in the list holds no reference to
-//! the list (no cycle), and the list never grows past [`RECORDS_KEPT`].
+//! handler state with `tag_rpc`. A record belongs to one layered service
+//! for its whole life and keeps a reference to the service's
+//! [`LayerShared`], also while idle: no reference count changes per RPC.
+//! That is a cycle (list → record → list), broken by [`PoolOwner`]: when
+//! the last clone of the layered service goes away, the list is closed and
+//! emptied, and records still in flight are freed when they end instead
+//! of being kept. The list never grows past [`RECORDS_KEPT`].
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -19,11 +24,18 @@ use super::recorder::RpcRecorder;
 /// that the memory held is bounded.
 pub(crate) const RECORDS_KEPT: usize = 128;
 
-/// Shared by a layered service's clones (one `Arc`) and its RPCs' records.
+/// Shared by a layered service's clones (through one [`PoolOwner`]) and its
+/// RPCs' records.
 pub(crate) struct LayerShared<H: StatsHandler> {
     pub(crate) handler: Arc<H>,
     pub(crate) max_message_len: u32,
-    idle: Mutex<Vec<Arc<RpcRecorder<H>>>>,
+    idle: Mutex<IdleList<H>>,
+}
+
+/// The free list; `closed` once the layered service is gone.
+struct IdleList<H: StatsHandler> {
+    records: Vec<Arc<RpcRecorder<H>>>,
+    closed: bool,
 }
 
 impl<H: StatsHandler> LayerShared<H> {
@@ -31,33 +43,45 @@ impl<H: StatsHandler> LayerShared<H> {
         Self {
             handler,
             max_message_len,
-            // Reserved once: returning a record never reallocates.
-            idle: Mutex::new(Vec::with_capacity(RECORDS_KEPT)),
+            idle: Mutex::new(IdleList {
+                // Reserved once: returning a record never reallocates.
+                records: Vec::with_capacity(RECORDS_KEPT),
+                closed: false,
+            }),
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<Arc<RpcRecorder<H>>>> {
+    fn idle(&self) -> MutexGuard<'_, IdleList<H>> {
         // The list holds no invariant a panic could break.
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// An idle record, if the list has one.
     pub(crate) fn take_idle(&self) -> Option<Arc<RpcRecorder<H>>> {
-        self.idle().pop()
+        self.idle().records.pop()
     }
 
-    /// Keeps an idle (reset, unshared) record unless the list is full.
+    /// Keeps an idle (reset, unshared) record unless the list is full or
+    /// closed; otherwise the record is freed.
     fn put_idle(&self, record: Arc<RpcRecorder<H>>) {
         let mut idle = self.idle();
-        if idle.len() < RECORDS_KEPT {
-            idle.push(record);
+        if !idle.closed && idle.records.len() < RECORDS_KEPT {
+            idle.records.push(record);
         }
+    }
+
+    /// Closes the list and returns the records it held (to be freed by
+    /// the caller, outside the lock).
+    fn close(&self) -> Vec<Arc<RpcRecorder<H>>> {
+        let mut idle = self.idle();
+        idle.closed = true;
+        std::mem::take(&mut idle.records)
     }
 
     /// How many idle records the list holds (for tests).
     #[cfg(test)]
     pub(crate) fn idle_len(&self) -> usize {
-        self.idle().len()
+        self.idle().records.len()
     }
 }
 
@@ -66,6 +90,31 @@ impl<H: StatsHandler> std::fmt::Debug for LayerShared<H> {
         f.debug_struct("LayerShared")
             .field("max_message_len", &self.max_message_len)
             .finish_non_exhaustive()
+    }
+}
+
+/// Held (through one `Arc`) by every clone of a layered service: when the
+/// last one goes away it closes the free list, which breaks the
+/// list → record → list cycle.
+pub(crate) struct PoolOwner<H: StatsHandler>(Arc<LayerShared<H>>);
+
+impl<H: StatsHandler> PoolOwner<H> {
+    pub(crate) fn new(shared: LayerShared<H>) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl<H: StatsHandler> Deref for PoolOwner<H> {
+    type Target = Arc<LayerShared<H>>;
+
+    fn deref(&self) -> &Arc<LayerShared<H>> {
+        &self.0
+    }
+}
+
+impl<H: StatsHandler> Drop for PoolOwner<H> {
+    fn drop(&mut self) {
+        drop(self.0.close());
     }
 }
 
@@ -95,21 +144,29 @@ impl<H: StatsHandler> Deref for RecordRef<H> {
 }
 
 impl<H: StatsHandler> Drop for RecordRef<H> {
+    // Inlined: the other holders only load the count; the last one
+    // recycles out of line.
+    #[inline]
     fn drop(&mut self) {
         // Only the unique owner may recycle: no other holder can observe
         // the reset. (Two holders dropping at once may both see a shared
         // record; it is then freed, not recycled.) The count check is a
         // plain load that turns away the other holders before `get_mut`'s
         // compare-and-swap.
-        if Arc::strong_count(&self.0) != 1 {
-            return;
+        if Arc::strong_count(&self.0) == 1 {
+            self.recycle();
         }
+    }
+}
+
+impl<H: StatsHandler> RecordRef<H> {
+    #[inline(never)]
+    fn recycle(&mut self) {
         let Some(record) = Arc::get_mut(&mut self.0) else {
             return;
         };
-        if let Some(shared) = record.release() {
-            shared.put_idle(Arc::clone(&self.0));
-        }
+        record.reset();
+        self.0.shared().put_idle(Arc::clone(&self.0));
     }
 }
 
@@ -133,8 +190,8 @@ mod tests {
         type ConnState = ();
     }
 
-    fn shared() -> Arc<LayerShared<Noop>> {
-        Arc::new(LayerShared::new(Arc::new(Noop), u32::MAX))
+    fn shared() -> PoolOwner<Noop> {
+        PoolOwner::new(LayerShared::new(Arc::new(Noop), u32::MAX))
     }
 
     fn begin(shared: &Arc<LayerShared<Noop>>) -> RecordRef<Noop> {
@@ -172,10 +229,16 @@ mod tests {
     }
 
     #[test]
-    fn idle_records_do_not_keep_the_layer_alive() {
-        let shared = shared();
-        drop(begin(&shared));
-        assert_eq!(shared.idle_len(), 1);
-        assert_eq!(Arc::strong_count(&shared), 1, "no cycle through the list");
+    fn closing_the_pool_frees_idle_and_in_flight_records() {
+        let owner = shared();
+        let weak = Arc::downgrade(&owner);
+        drop(begin(&owner));
+        assert_eq!(owner.idle_len(), 1);
+        let in_flight = begin(&owner);
+        drop(owner);
+        assert!(weak.upgrade().is_some(), "the RPC in flight holds it");
+        in_flight.end_dropped();
+        drop(in_flight);
+        assert!(weak.upgrade().is_none(), "no cycle left through the list");
     }
 }

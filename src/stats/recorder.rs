@@ -21,9 +21,9 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// response body wrappers (each through a [`RecordRef`]). Records are
 /// recycled through the layer's free list ([`LayerShared`]).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
-    /// The layer's shared part while the record serves an RPC; `None` while
-    /// it waits in the free list (the list must not own itself).
-    shared: Option<Arc<LayerShared<H>>>,
+    /// The layer's shared part: the handler, and the free list the record
+    /// returns to (see [`pool`](super::pool) for how the cycle is broken).
+    shared: Arc<LayerShared<H>>,
     side: Side,
     begin_time: Instant,
     deadline: Option<Instant>,
@@ -87,38 +87,55 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 .and_then(|timeout| begin_time.checked_add(timeout)),
             Side::Client => None,
         };
-        let fresh = Self {
-            shared: Some(Arc::clone(shared)),
-            side: info.side,
-            begin_time,
-            deadline,
-            max_message_len: shared.max_message_len,
-            core: Mutex::new(Core::new(state)),
-        };
         let record = match shared.take_idle() {
             Some(mut idle) => match Arc::get_mut(&mut idle) {
                 // Unshared (it was unique when returned, and taking it from
-                // the list is the only way to reach it): overwrite it whole.
+                // the list is the only way to reach it), reset when it was
+                // returned, and of this layer: only the RPC's own fields
+                // change.
                 Some(slot) => {
-                    *slot = fresh;
+                    slot.begin_time = begin_time;
+                    slot.deadline = deadline;
+                    slot.core
+                        .get_mut()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .state = state;
                     idle
                 }
-                None => Arc::new(fresh),
+                None => Self::fresh(shared, info.side, begin_time, deadline, state),
             },
-            None => Arc::new(fresh),
+            None => Self::fresh(shared, info.side, begin_time, deadline, state),
         };
         RecordRef::new(record)
     }
 
-    /// Detaches a record whose last holder is going away from its layer:
-    /// drops the handler states, status and error, and returns the layer's
-    /// shared part (to put the record in its free list), or `None` if the
-    /// record was already detached.
-    pub(crate) fn release(&mut self) -> Option<Arc<LayerShared<H>>> {
-        let shared = self.shared.take()?;
+    fn fresh(
+        shared: &Arc<LayerShared<H>>,
+        side: Side,
+        begin_time: Instant,
+        deadline: Option<Instant>,
+        state: H::RpcState,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            shared: Arc::clone(shared),
+            side,
+            begin_time,
+            deadline,
+            max_message_len: shared.max_message_len,
+            core: Mutex::new(Core::new(state)),
+        })
+    }
+
+    /// Resets a record whose last holder is going away, before it returns
+    /// to the free list: drops the handler states, status and error.
+    pub(crate) fn reset(&mut self) {
         let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
         *core = Core::new(H::RpcState::default());
-        Some(shared)
+    }
+
+    /// The layer's shared part (whose free list the record returns to).
+    pub(crate) fn shared(&self) -> &LayerShared<H> {
+        &self.shared
     }
 
     /// The message length limit for this RPC's bodies.
@@ -139,12 +156,9 @@ impl<H: StatsHandler> RpcRecorder<H> {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Hands `event` to the handlers (unless the record is detached, which
-    /// a holder never observes).
+    /// Hands `event` to the handlers.
     fn deliver(&self, state: &mut H::RpcState, event: &RpcEvent<'_>) {
-        if let Some(shared) = &self.shared {
-            shared.handler.handle_rpc(state, event);
-        }
+        self.shared.handler.handle_rpc(state, event);
     }
 
     /// Delivers `event` unless the RPC has ended.
@@ -330,15 +344,18 @@ impl<H: StatsHandler> PayloadBatch<'_, H> {
 
 /// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
 /// one entry, request headers a handful) are scanned, which is cheaper than
-/// hashing the name; larger ones use the hash lookup.
+/// hashing the name; larger ones use the hash lookup. The scan walks the
+/// keys only (no multi-value links); most lookups miss (`grpc-timeout`) or
+/// hit the first entry (`grpc-status` in tonic's trailers).
 fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
     const SCAN_UP_TO: usize = 8;
-    if headers.len() <= SCAN_UP_TO {
-        headers
-            .iter()
-            .find_map(|(key, value)| (key == name).then_some(value))
-    } else {
-        headers.get(name)
+    if headers.keys_len() > SCAN_UP_TO {
+        return headers.get(name);
+    }
+    match headers.keys().position(|key| key == name)? {
+        // The first value of the first entry is the first `iter` yields.
+        0 => headers.iter().next().map(|(_, value)| value),
+        _ => headers.get(name),
     }
 }
 
@@ -434,6 +451,10 @@ mod tests {
         headers.insert("grpc-status", HeaderValue::from_static("5"));
         assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
         assert!(find(&headers, &GRPC_MESSAGE).is_none());
+        headers.append("grpc-status", HeaderValue::from_static("6"));
+        headers.insert("grpc-message", HeaderValue::from_static("m"));
+        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5", "first value");
+        assert_eq!(find(&headers, &GRPC_MESSAGE).unwrap(), "m", "later entry");
         for i in 0..20 {
             let name = HeaderName::try_from(format!("x-{i}")).unwrap();
             headers.insert(name, HeaderValue::from_static("v"));
