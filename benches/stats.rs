@@ -23,9 +23,9 @@ use criterion::{
 };
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, Timed, allocations_per_call, call_in_process, combined,
-    current_thread_runtime, layered_echo_routes, loopback_client, one_rpc, unary_body,
-    unary_request,
+    CountingAllocator, Timed, allocations_per_call, allocations_per_in_process_rpc,
+    call_in_process, combined, current_thread_runtime, layered_echo_routes, loopback_client,
+    one_rpc, unary_body, unary_request,
 };
 use support::EchoClient;
 use tokio::runtime::Runtime;
@@ -53,9 +53,7 @@ where
 {
     let service = layered_echo_routes(layer);
     let body = unary_body("hello");
-    let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
-        call_in_process(&service, unary_request(&body))
-    }));
+    let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));
     println!("allocations/rpc  in-process server  {name:<18} {per_rpc:.2}");
     group.bench_function(name, |b| {
         b.to_async(rt)

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response};
 use stats_harness::{
-    CountingAllocator, allocations_per_call, call_in_process, combined, current_thread_runtime,
-    layered_echo_routes, loopback_client, one_rpc, unary_body, unary_request,
+    CountingAllocator, allocations_per_call, allocations_per_in_process_rpc, combined,
+    current_thread_runtime, layered_echo_routes, loopback_client, one_rpc,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
@@ -48,14 +48,7 @@ where
     B::Error: std::fmt::Debug,
 {
     let service = layered_echo_routes(layer);
-    let body = unary_body("hello");
-    per_call(rt, || {
-        let service = service.clone();
-        let request = unary_request(&body);
-        async move {
-            assert_eq!(call_in_process(&service, request).await, Some(0));
-        }
-    })
+    rt.block_on(allocations_per_in_process_rpc(&service, RPCS))
 }
 
 #[test]

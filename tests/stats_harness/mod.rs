@@ -152,6 +152,23 @@ pub async fn allocations_per_call<F: std::future::Future>(
     least
 }
 
+/// Allocations per in-process unary echo RPC through `service` (counted as
+/// [`allocations_per_call`] does); every RPC must end with status OK.
+pub async fn allocations_per_in_process_rpc<S, B>(service: &S, calls: u64) -> f64
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body,
+    B::Error: std::fmt::Debug,
+{
+    let body = unary_body("hello");
+    allocations_per_call(calls, || {
+        let request = unary_request(&body);
+        async move { assert_eq!(call_in_process(service, request).await, Some(0)) }
+    })
+    .await
+}
+
 /// One unary echo RPC through `client`.
 pub async fn one_rpc<T>(mut client: super::support::EchoClient<T>)
 where
