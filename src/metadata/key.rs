@@ -7,6 +7,7 @@ use http::{HeaderName, HeaderValue};
 
 use super::MetadataError;
 use super::base64::base64_encode_no_pad;
+use super::static_pair::StaticPair;
 
 /// Headers tonic (or the gRPC protocol) manages itself; user metadata may not
 /// set them. tonic strips the first five from request metadata
@@ -297,17 +298,14 @@ impl MetadataEntry {
     /// (unless the key has upper case, which is lowered into a copy).
     #[inline]
     pub fn from_static(key: &'static str, value: &'static str) -> Result<Self, MetadataError> {
-        let checked = check_key(key.as_bytes(), ValueKind::Ascii)?;
-        check_ascii_value(key.as_bytes(), value.as_bytes())?;
-        let name = if checked.has_upper {
-            copied_name(key.as_bytes())?
-        } else {
-            // Cannot panic: `check_key` accepted only `0-9 a-z - _ .`, a
-            // subset of what `from_static` accepts, and a bounded length.
-            HeaderName::from_static(key)
+        let (name, value) = match StaticPair::check(key, value)? {
+            Some(pair) => pair.into_parts(),
+            // Cannot panic: `check` accepted the value (printable ASCII).
+            None => (
+                copied_name(key.as_bytes())?,
+                HeaderValue::from_static(value),
+            ),
         };
-        // Cannot panic: printable ASCII is a subset of valid header values.
-        let value = HeaderValue::from_static(value);
         Ok(Self { name, value })
     }
 

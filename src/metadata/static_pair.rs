@@ -1,6 +1,6 @@
-//! [`StaticPair`]: the `'static` pair `append_static` checks (one table pass
-//! over each string for the usual pair) and turns into header types without
-//! allocating.
+//! [`StaticPair`]: the checked `'static` pair behind `append_static` and
+//! `MetadataEntry::from_static` (one table pass over each string for the
+//! usual pair), turned into header types without allocating.
 
 use http::{HeaderName, HeaderValue};
 
@@ -10,16 +10,17 @@ use super::key::{self, ENTRY_OVERHEAD};
 /// A pair of `'static` strings that passed the gRPC rules with an already
 /// lower-case key, so that `HeaderName::from_static` and
 /// `HeaderValue::from_static` cannot panic on it. Made by
-/// [`append_static`](super::OutgoingMetadata::append_static).
+/// [`append_static`](super::OutgoingMetadata::append_static), which keeps the
+/// strings' own lengths as the entry size, and by
+/// [`MetadataEntry::from_static`](super::MetadataEntry::from_static).
 pub(crate) struct StaticPair {
     key: &'static str,
     value: &'static str,
 }
 
 impl StaticPair {
-    /// Checks `key` and `value` as
-    /// [`MetadataEntry::from_static`](super::MetadataEntry::from_static) does;
-    /// `Ok(None)` if the key has upper case (it needs a lowered copy).
+    /// Checks `key` and `value` against the gRPC rules; `Ok(None)` if the
+    /// key has upper case (it needs a lowered copy).
     #[inline]
     pub(crate) fn check(
         key: &'static str,
