@@ -9,16 +9,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response};
 use stats_harness::{
     CountingAllocator, allocations_per_call, allocations_per_in_process_rpc, combined,
     current_thread_runtime, layered_echo_routes, loopback_client, one_rpc,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
-use tonic::service::Routes;
 use tonic_hotpath::stats::{CombinedLayer, StatsIncoming};
-use tower::{Layer, Service};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -39,28 +36,26 @@ fn per_call<F: Future>(runtime: &tokio::runtime::Runtime, one: impl FnMut() -> F
     runtime.block_on(allocations_per_call(RPCS, one))
 }
 
-fn server_stack<L, B>(layer: L, rt: &tokio::runtime::Runtime) -> f64
-where
-    L: Layer<Routes>,
-    L::Service: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
-    <L::Service as Service<Request<tonic::body::Body>>>::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let service = layered_echo_routes(layer);
-    rt.block_on(allocations_per_in_process_rpc(&service, RPCS))
+/// Allocations per in-process RPC through the echo `Routes` under `$layer`.
+macro_rules! server_stack {
+    ($layer:expr, $rt:expr) => {
+        $rt.block_on(allocations_per_in_process_rpc(
+            &layered_echo_routes($layer),
+            RPCS,
+        ))
+    };
 }
 
 #[test]
 fn server_stack_allocations_per_rpc() {
     let _serial = serial();
     let rt = current_thread_runtime();
-    let none = server_stack(tower::layer::util::Identity::new(), &rt);
-    let zero = server_stack(CombinedLayer::server(), &rt);
-    let one = server_stack(combined!(server, 1), &rt);
-    let two = server_stack(combined!(server, 2), &rt);
-    let eight = server_stack(combined!(server, 8), &rt);
-    let stacked = server_stack(combined!(server, stacked), &rt);
+    let none = server_stack!(tower::layer::util::Identity::new(), rt);
+    let zero = server_stack!(CombinedLayer::server(), rt);
+    let one = server_stack!(combined!(server, 1), rt);
+    let two = server_stack!(combined!(server, 2), rt);
+    let eight = server_stack!(combined!(server, 8), rt);
+    let stacked = server_stack!(combined!(server, stacked), rt);
     eprintln!(
         "server stack allocations per RPC: no layer {none}, 0 handlers {zero}, 1 {one}, 2 {two}, 8 {eight}, 2 stacked {stacked}"
     );
