@@ -3,49 +3,14 @@
 //! return path allocate nothing; growth allocates one slab per doubling
 //! (slabs back consecutive buffers: 1, 2, 4, ... buffers' worth).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use allocator_api2::vec::Vec as ArenaVec;
 use tonic_hotpath::arena::{ArenaPool, ByteBuffer, MonotonicArena};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY (test): forwards every call to `System` unchanged, only counting.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+mod alloc_count;
+use alloc_count::{CountingAllocator, allocations};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Heap allocations made by this thread while running `f`.
-fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let result = f();
-    (ALLOCATIONS.with(Cell::get) - before, result)
-}
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[test]
 fn fast_path_and_reset_allocate_nothing() {

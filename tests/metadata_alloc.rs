@@ -3,50 +3,21 @@
 //! Run with `--nocapture` to see the table.
 #![cfg(feature = "grpc")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use bytes::Bytes;
 use http::HeaderMap;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
 
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; the counter is a
-// const-initialised thread-local `Cell`, which never allocates.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+mod alloc_count;
+use alloc_count::{CountingAllocator, allocations};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Runs `f` and returns its result with the allocations it made.
 fn count<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let out = f();
-    (out, ALLOCATIONS.with(Cell::get) - before)
+    let (allocations, out) = allocations(f);
+    (out, allocations)
 }
 
 fn chain_of(n: usize) -> OutgoingMetadata {

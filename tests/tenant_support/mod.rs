@@ -3,8 +3,7 @@
 //! layer, an always-ready no-op service, and a per-thread counting allocator.
 #![allow(dead_code, unreachable_pub)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::pin::pin;
@@ -15,6 +14,10 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tonic::body::Body;
 use tonic::transport::server::TcpConnectInfo;
 use tower::Service;
+
+#[path = "../alloc_count/mod.rs"]
+mod alloc_count;
+pub use alloc_count::{CountingAllocator, allocations};
 
 /// The nine other metadata keys of a typical request (the Cortex write-up
 /// benchmarks 10 keys in all).
@@ -118,55 +121,4 @@ where
         Poll::Ready(Err(never)) => match never {},
         Poll::Pending => None,
     }
-}
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Counts allocations (and reallocations) made on the current thread.
-/// Install it with `#[global_allocator]` in the binary that uses
-/// [`allocations`].
-#[derive(Debug)]
-pub struct CountingAllocator;
-
-fn count_one() {
-    // `try_with`: no counting while the thread's locals are torn down.
-    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System`'s guarantees carry over; the counter is a
-// thread-local `Cell` with no destructor and does not allocate.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: as above; `ptr` came from this allocator, i.e. `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-/// Runs `f` and returns how many allocations it made on this thread, and
-/// its result (dropped by the caller, outside the count).
-pub fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let result = f();
-    (ALLOCATIONS.with(Cell::get) - before, result)
 }
