@@ -143,13 +143,15 @@ fn server_layer(c: &mut Criterion) {
     interleaved_overhead();
     let mut group = c.benchmark_group("tenant/server_layer");
     let no_op = NoOp::new();
-    let bare = "no_layer (no-op service)";
-    bench_calls(&mut group, bare, &no_op, no_op.clone());
+    bench_calls(&mut group, NO_LAYER, &no_op, no_op.clone());
     for (name, layer) in layers() {
         bench_calls(&mut group, name, &no_op, layer.layer(no_op.clone()));
     }
     group.finish();
 }
+
+/// The baseline of the server-layer rows: the no-op service called bare.
+const NO_LAYER: &str = "no_layer (no-op service)";
 
 /// The benched layers. The exempt one lets every call through unchecked:
 /// no header read, no extension, only the wrapper (path check, response
@@ -218,8 +220,10 @@ where
 }
 
 /// Calls `service` on every request, keeping the responses (dropped
-/// untimed). Never inlined, so callgrind can count instructions per
-/// variant (`callgrind_annotate --inclusive=yes`, `timed_calls<..>`).
+/// untimed). Never inlined, so callgrind counts instructions per service
+/// type (`valgrind --tool=callgrind --demangle=no`, then
+/// `callgrind_annotate --inclusive=yes` on `timed_calls`; the three layered
+/// variants share one type, so keep one of them to count it alone).
 #[inline(never)]
 fn timed_calls<S>(
     service: &mut S,
@@ -243,7 +247,7 @@ where
 fn interleaved_overhead() {
     const ROUNDS: usize = 2_000;
     let no_op = NoOp::new();
-    let mut variants = vec![("no_layer (no-op service)", round(&no_op, no_op.clone()))];
+    let mut variants = vec![(NO_LAYER, round(&no_op, no_op.clone()))];
     for (name, layer) in layers() {
         variants.push((name, round(&no_op, layer.layer(no_op.clone()))));
     }
