@@ -5,7 +5,9 @@
 //! Every request uses 10 metadata keys built as h2 decodes them off the wire
 //! (a fresh map per iteration, set up just before and dropped after the
 //! timing).
-//! Allocation counts per operation are printed first (counting allocator).
+//! Allocation counts per operation are printed first (counting allocator),
+//! then the server layer's cost per call measured interleaved with no layer
+//! (a paired difference, steadier than two criterion rows).
 //!
 //! `cargo bench --bench tenant`
 #[path = "../tests/tenant_support/mod.rs"]
@@ -13,6 +15,7 @@ mod tenant_support;
 
 use std::convert::Infallible;
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group};
 use http::{HeaderName, HeaderValue, Request, Response};
@@ -139,26 +142,45 @@ fn tenant_ids(c: &mut Criterion) {
 fn server_layer(c: &mut Criterion) {
     let mut group = c.benchmark_group("tenant/server_layer");
     let no_op = NoOp::new();
-    let single = RequireOrgIdLayer::new();
-    let multi = RequireOrgIdLayer::new().allow_multi_tenant(true);
-    let bare = "no_layer (no-op service)";
-    bench_calls(&mut group, bare, &no_op, no_op.clone());
-    let name = "RequireOrgId (no-op service)";
-    bench_calls(&mut group, name, &no_op, single.layer(no_op.clone()));
-    let name = "RequireOrgId multi-tenant (no-op service)";
-    bench_calls(&mut group, name, &no_op, multi.layer(no_op.clone()));
-    // The same service with every call exempt: no header read, no
-    // extension, only the wrapper (path check, response future). The floor
-    // of any layer that can answer without calling the service.
-    let exempt = RequireOrgIdLayer::new().exempt_services(&[SERVICE]);
-    let name = "RequireOrgId exempt service (wrapper only)";
-    bench_calls(&mut group, name, &no_op, exempt.layer(no_op.clone()));
+    bench_calls(&mut group, NO_LAYER, &no_op, no_op.clone());
+    for (name, layer) in layers() {
+        bench_calls(&mut group, name, &no_op, layer.layer(no_op.clone()));
+    }
     group.finish();
+}
+
+/// The baseline of the server-layer rows: the no-op service called bare.
+const NO_LAYER: &str = "no_layer (no-op service)";
+
+/// The benched layers. The exempt one lets every call through unchecked:
+/// no header read, no extension, only the wrapper (path check, response
+/// future), the floor of any layer that can answer without calling the
+/// service.
+fn layers() -> [(&'static str, RequireOrgIdLayer); 3] {
+    let single = RequireOrgIdLayer::new();
+    [
+        ("RequireOrgId (no-op service)", single),
+        (
+            "RequireOrgId multi-tenant (no-op service)",
+            single.allow_multi_tenant(true),
+        ),
+        (
+            "RequireOrgId exempt service (wrapper only)",
+            single.exempt_services(&[SERVICE]),
+        ),
+    ]
 }
 
 /// The gRPC service the benched requests call, and their path.
 const SERVICE: &str = "tenant.Echo";
 const PATH: &str = "/tenant.Echo/Say";
+
+/// A request as the server layer sees it, calling [`PATH`].
+fn fresh_request() -> Request<Body> {
+    let mut request = tonic_request(ORG_ID);
+    *request.uri_mut() = http::Uri::from_static(PATH);
+    request
+}
 
 /// Benches one call of `service` per iteration on a fresh request. The
 /// no-op service keeps the requests; they are dropped in the (untimed)
@@ -167,19 +189,83 @@ fn bench_calls<S>(group: &mut Group<'_>, name: &str, no_op: &NoOp, mut service: 
 where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
 {
-    let fresh_request = || {
+    let batch = || {
         no_op.clear();
-        let mut request = tonic_request(ORG_ID);
-        *request.uri_mut() = http::Uri::from_static(PATH);
-        request
+        fresh_request()
     };
     group.bench_function(name, |b| {
-        b.iter_batched(
-            fresh_request,
-            |request| call(&mut service, request),
-            FRESH_AND_HOT,
-        )
+        b.iter_batched(batch, |request| call(&mut service, request), FRESH_AND_HOT)
     });
+}
+
+/// Calls per timed round of [`interleaved_overhead`]: one criterion batch.
+const ROUND_CALLS: usize = 64;
+
+/// One timed round of a variant: `ROUND_CALLS` calls on fresh requests.
+type Round<'a> = Box<dyn FnMut() -> Duration + 'a>;
+
+fn round<'a, S>(no_op: &'a NoOp, mut service: S) -> Round<'a>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + 'a,
+{
+    let mut requests = Vec::with_capacity(ROUND_CALLS);
+    let mut responses = Vec::with_capacity(ROUND_CALLS);
+    Box::new(move || {
+        no_op.clear();
+        responses.clear();
+        requests.extend(std::iter::repeat_with(fresh_request).take(ROUND_CALLS));
+        timed_calls(&mut service, &mut requests, &mut responses)
+    })
+}
+
+/// Calls `service` on every request, keeping the responses (dropped
+/// untimed). Never inlined, so callgrind counts instructions per service
+/// type (`valgrind --tool=callgrind --demangle=no`, then
+/// `callgrind_annotate --inclusive=yes` on `timed_calls`; the three layered
+/// variants share one type, so keep one of them to count it alone).
+#[inline(never)]
+fn timed_calls<S>(
+    service: &mut S,
+    requests: &mut Vec<Request<Body>>,
+    responses: &mut Vec<Option<Response<Body>>>,
+) -> Duration
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    let start = Instant::now();
+    responses.extend(requests.drain(..).map(|request| call(service, request)));
+    start.elapsed()
+}
+
+/// The layer's cost per call as a paired difference: the variants run
+/// interleaved, round after round in one process, so drift hits all of
+/// them alike (criterion's rows run seconds apart and drift by ±20 ns on a
+/// shared VM). Each keeps its fastest round: interference from other work
+/// only adds time, so the minimum is the estimate least disturbed by it;
+/// the median is printed beside it to show the spread.
+fn interleaved_overhead() {
+    const ROUNDS: usize = 2_000;
+    let no_op = NoOp::new();
+    let mut variants = vec![(NO_LAYER, round(&no_op, no_op.clone()))];
+    for (name, layer) in layers() {
+        variants.push((name, round(&no_op, layer.layer(no_op.clone()))));
+    }
+    let mut rounds = vec![Vec::with_capacity(ROUNDS); variants.len()];
+    for _ in 0..ROUNDS {
+        for ((_, run), times) in variants.iter_mut().zip(&mut rounds) {
+            times.push(run());
+        }
+    }
+    let per_call = |d: &Duration| d.as_nanos() as f64 / ROUND_CALLS as f64;
+    let mut baseline = None;
+    for ((name, _), times) in variants.iter().zip(&mut rounds) {
+        times.sort_unstable();
+        let (fastest, median) = (per_call(&times[0]), per_call(&times[ROUNDS / 2]));
+        let over = fastest - *baseline.get_or_insert(fastest);
+        println!(
+            "interleaved server layer  {name:<42} {fastest:>6.1} ns/call (median {median:>6.1})  {over:>+6.1} ns over no layer"
+        );
+    }
 }
 
 /// Prints allocations per operation, each on a fresh wire-built map.
@@ -220,6 +306,10 @@ criterion_group!(benches, extraction, tenant_ids, server_layer);
 
 fn main() {
     report_allocations();
+    // First, on a fresh heap whatever the filter: the layer's allocation
+    // costs more after the other groups have churned the allocator
+    // (+47 instead of +43 ns in one run).
+    interleaved_overhead();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

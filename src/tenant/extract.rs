@@ -34,26 +34,29 @@ const SCAN_LIMIT: usize = 12;
 /// several is [`OrgIdError::TooManyHeaders`].
 #[inline(always)]
 pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdError> {
-    if headers.len() <= SCAN_LIMIT {
-        // Comparing with the literal lets the compiler inline the 13-byte
-        // compare (the static `HeaderName`'s bytes are behind a pointer).
-        let mut values = headers.iter().filter_map(is_org_id);
-        if headers.keys_len() == headers.len() {
-            // No name has a second value, so the first match is the only
-            // one: the scan stops there.
-            values.next().ok_or(OrgIdError::Missing)
-        } else {
-            exactly_one(values)
-        }
-    } else {
-        exactly_one(headers.get_all(&ORG_ID_HEADER_NAME).iter())
+    if headers.len() > SCAN_LIMIT {
+        return exactly_one(headers.get_all(&ORG_ID_HEADER_NAME).iter());
     }
-}
-
-/// The value of an `x-scope-orgid` entry.
-#[inline(always)]
-fn is_org_id<'a>((name, value): (&HeaderName, &'a HeaderValue)) -> Option<&'a HeaderValue> {
-    (name.as_str() == ORG_ID_HEADER).then_some(value)
+    // Built at compile time in the caller, so the compare sees its bytes
+    // (13, inlined) and fails at once on a standard name, without reading
+    // that name's text.
+    let org_id_name = const { HeaderName::from_static(ORG_ID_HEADER) };
+    if headers.keys_len() == headers.len() {
+        // No name has a second value, so the first match is the only one:
+        // the scan stops there. A loop rather than an iterator adapter, so
+        // that it is compiled into the caller, not called per entry.
+        for (name, value) in headers {
+            if *name == org_id_name {
+                return Ok(value);
+            }
+        }
+        return Err(OrgIdError::Missing);
+    }
+    exactly_one(
+        headers
+            .iter()
+            .filter_map(|(name, value)| (*name == org_id_name).then_some(value)),
+    )
 }
 
 /// The only item of `values`, or the error naming how many there are.
