@@ -256,6 +256,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let extensions = request.extensions();
         let conn = extensions.get::<ConnTag<H>>();
