@@ -241,3 +241,59 @@ impl FrameDecoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `push` reports for `chunk`, and the decoder after it.
+    fn pushed(decoder: &FrameDecoder, chunk: &[u8]) -> (Vec<FrameHeader>, FrameDecoder) {
+        let mut decoder = decoder.clone();
+        let mut seen = Vec::new();
+        let _ = decoder.push(chunk, |header| seen.push(header));
+        (seen, decoder)
+    }
+
+    fn state(decoder: &FrameDecoder) -> (u8, u32, Option<FrameError>) {
+        (
+            decoder.prefix_filled,
+            decoder.body_remaining,
+            decoder.failed.clone(),
+        )
+    }
+
+    #[test]
+    fn the_fast_paths_agree_with_push() {
+        let message = [1u8, 0, 0, 0, 3, b'a', b'b', b'c'];
+        let chunks: [&[u8]; 8] = [
+            &message,
+            &message[..7],
+            &message[..4],
+            &[0, 0, 0, 0, 0],
+            &[0, 0, 0, 0, 0, 0],
+            &[2, 0, 0, 0, 0],
+            &[0, 0, 0, 0, 9, 1, 2],
+            &[],
+        ];
+        let mut starts = vec![FrameDecoder::new(), FrameDecoder::with_max_message_len(2)];
+        for chunk in chunks {
+            starts.push(pushed(&FrameDecoder::new(), chunk).1);
+        }
+        for start in &starts {
+            for chunk in chunks {
+                let (seen, after) = pushed(start, chunk);
+                if let Some(header) = start.single_message(chunk) {
+                    assert_eq!(seen, [header], "{start:?} {chunk:?}");
+                    assert_eq!(state(&after), state(start), "stays on the boundary");
+                }
+                let mut skipped = start.clone();
+                if skipped.skip_inside_message(chunk.len()) {
+                    assert!(seen.is_empty(), "{start:?} {chunk:?}");
+                    assert_eq!(state(&skipped), state(&after));
+                } else {
+                    assert_eq!(state(&skipped), state(start), "nothing consumed");
+                }
+            }
+        }
+    }
+}
