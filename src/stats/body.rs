@@ -13,7 +13,7 @@ use super::StatsHandler;
 use super::event::{Direction, RpcError};
 use super::frame::FrameDecoder;
 use super::pool::RecordRef;
-use super::recorder::{RpcRecorder, classify_error};
+use super::recorder::{Rpc, classify_error};
 
 pin_project! {
     /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
@@ -26,7 +26,9 @@ pin_project! {
     pub struct ObservedBody<B, H: StatsHandler> {
         #[pin]
         inner: B,
-        recorder: RecordRef<H>,
+        // `None` once this body has given the record up: the response body
+        // does at trailers, end of stream or error (the RPC has ended).
+        recorder: Option<RecordRef<H>>,
         decoder: FrameDecoder,
         direction: Direction,
         ends_rpc: bool,
@@ -34,8 +36,11 @@ pin_project! {
 
     impl<B, H: StatsHandler> PinnedDrop for ObservedBody<B, H> {
         fn drop(this: Pin<&mut Self>) {
-            if this.ends_rpc {
-                this.recorder.end_dropped();
+            let this = this.project();
+            match this.recorder.take() {
+                Some(recorder) if *this.ends_rpc => recorder.close(|rpc| rpc.end_dropped()),
+                Some(recorder) => recorder.release(),
+                None => {}
             }
         }
     }
@@ -63,7 +68,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
         Self {
             inner,
             decoder: FrameDecoder::with_max_message_len(recorder.max_message_len()),
-            recorder,
+            recorder: Some(recorder),
             direction,
             ends_rpc,
         }
@@ -91,29 +96,27 @@ where
         // The frame is observed by reference and handed back as polled:
         // it is never moved out of (and rebuilt into) the return value.
         let poll = this.inner.poll_frame(cx);
-        if let Poll::Ready(result) = &poll {
-            let recorder = &**this.recorder;
+        // Nothing to observe once this body has given the record up.
+        if let (Poll::Ready(result), Some(recorder)) = (&poll, this.recorder.as_mut()) {
             let direction = *this.direction;
             match result {
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
-                        let mut batch = recorder.payloads(direction);
-                        let decoded = this.decoder.push(data, |header| batch.payload(header));
-                        drop(batch);
-                        if let Err(error) = decoded {
-                            recorder.record_error(RpcError::Frame { direction, error }, None);
-                        }
+                        observe_data(recorder, this.decoder, data, direction);
                     } else if let Some(trailers) = frame.trailers_ref() {
                         if *this.ends_rpc {
                             let error = framing_error_at_end(this.decoder, direction);
-                            recorder.trailers_then_end(trailers, error);
-                            // Ended: dropping the body has nothing left to do.
-                            *this.ends_rpc = false;
+                            if let Some(recorder) = this.recorder.take() {
+                                recorder.close(|rpc| rpc.trailers_then_end(trailers, error));
+                            }
                         }
                     }
                 }
-                Some(Err(error)) => body_failed(recorder, error, direction, this.ends_rpc),
-                None => body_complete(recorder, this.decoder, direction, this.ends_rpc),
+                Some(Err(error)) => body_failed(this.recorder, error, direction, *this.ends_rpc),
+                // A request body that ends on a message boundary has
+                // nothing to report.
+                None if !*this.ends_rpc && this.decoder.is_idle() => {}
+                None => body_complete(this.recorder, this.decoder, direction, *this.ends_rpc),
             }
         }
         poll
@@ -128,47 +131,96 @@ where
     }
 }
 
+/// Payload events for one data chunk. The usual chunk is one whole
+/// message, or lies inside a message (no prefix to report); anything else
+/// goes to the general decoder, out of line.
+#[inline(always)]
+fn observe_data<H: StatsHandler>(
+    recorder: &mut RecordRef<H>,
+    decoder: &mut FrameDecoder,
+    data: &Bytes,
+    direction: Direction,
+) {
+    if let Some(header) = decoder.single_message(data) {
+        recorder.with(|rpc| rpc.payload(direction, header, Rpc::<H>::payload_time()));
+    } else if !decoder.skip_inside_message(data.len()) {
+        observe_chunk(recorder, decoder, data, direction);
+    }
+}
+
+/// Payload events for a chunk holding several prefixes, part of one, or a
+/// malformed one: the chunk's messages share one lock and one clock read.
+#[inline(never)]
+fn observe_chunk<H: StatsHandler>(
+    recorder: &mut RecordRef<H>,
+    decoder: &mut FrameDecoder,
+    data: &Bytes,
+    direction: Direction,
+) {
+    recorder.with(|rpc| {
+        let mut time = None;
+        let decoded = decoder.push(data, |header| {
+            let time = *time.get_or_insert_with(Rpc::<H>::payload_time);
+            rpc.payload(direction, header, time);
+        });
+        if let Err(error) = decoded {
+            rpc.record_error(RpcError::Frame { direction, error }, None);
+        }
+    });
+}
+
 /// The body failed: the error is recorded (and ends the RPC on the
-/// response body).
+/// response body, which then gives the record up).
 #[cold]
 fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
-    recorder: &RpcRecorder<H>,
+    recorder: &mut Option<RecordRef<H>>,
     error: &E,
     direction: Direction,
-    ends_rpc: &mut bool,
+    ends_rpc: bool,
 ) {
     let code = classify_error(error);
     let message = error.to_string();
     let error = RpcError::Body { direction, message };
-    if *ends_rpc {
-        recorder.end(Some((error, Some(code))), code, None);
-        *ends_rpc = false;
-    } else {
-        recorder.record_error(error, Some(code));
+    if ends_rpc {
+        if let Some(recorder) = recorder.take() {
+            recorder.close(|rpc| rpc.end(Some((error, Some(code))), code, None));
+        }
+    } else if let Some(recorder) = recorder {
+        recorder.with(|rpc| rpc.record_error(error, Some(code)));
     }
 }
 
 /// The body ended without trailers: a framing error is recorded, and on
 /// the response body the RPC ends `Unknown`, as tonic reports a missing
-/// status.
+/// status (and the body gives the record up).
 fn body_complete<H: StatsHandler>(
-    recorder: &RpcRecorder<H>,
+    recorder: &mut Option<RecordRef<H>>,
     decoder: &FrameDecoder,
     direction: Direction,
-    ends_rpc: &mut bool,
+    ends_rpc: bool,
 ) {
     let error = framing_error_at_end(decoder, direction);
-    if *ends_rpc {
-        let error = error.map(|error| (error, None));
-        recorder.end(error, Code::Unknown, Some(RpcError::MissingStatus));
-        *ends_rpc = false;
-    } else if let Some(error) = error {
-        recorder.record_error(error, None);
+    if ends_rpc {
+        if let Some(recorder) = recorder.take() {
+            let error = error.map(|error| (error, None));
+            recorder.close(|rpc| rpc.end(error, Code::Unknown, Some(RpcError::MissingStatus)));
+        }
+    } else if let (Some(error), Some(recorder)) = (error, recorder) {
+        recorder.with(|rpc| rpc.record_error(error, None));
     }
 }
 
 /// The body is complete: a message cut short is a framing error.
+#[inline(always)]
 fn framing_error_at_end(decoder: &FrameDecoder, direction: Direction) -> Option<RpcError> {
+    if decoder.is_idle() {
+        return None;
+    }
+    framing_error(decoder, direction)
+}
+
+#[cold]
+fn framing_error(decoder: &FrameDecoder, direction: Direction) -> Option<RpcError> {
     decoder
         .finish()
         .err()

@@ -171,6 +171,36 @@ impl FrameDecoder {
         Ok(())
     }
 
+    /// The header of the one whole message `chunk` holds, when the decoder
+    /// sits on a message boundary (the usual unary body): the decoder stays
+    /// on the boundary, so nothing changes. `None` (nothing consumed) for
+    /// any other chunk, including a malformed prefix: [`push`](Self::push)
+    /// then reports it.
+    #[inline]
+    pub(crate) fn single_message(&self, chunk: &[u8]) -> Option<FrameHeader> {
+        if self.prefix_filled != 0 || self.body_remaining != 0 || self.failed.is_some() {
+            return None;
+        }
+        let (prefix, message) = chunk.split_first_chunk::<PREFIX_LEN>()?;
+        let header = self.parse_prefix(*prefix).ok()?;
+        (header.length as usize == message.len()).then_some(header)
+    }
+
+    /// Consumes a chunk that lies inside the current message's bytes (no
+    /// prefix in it), if it does; `false` (nothing consumed) otherwise.
+    #[inline]
+    pub(crate) fn skip_inside_message(&mut self, len: usize) -> bool {
+        let inside = self.prefix_filled == 0
+            && self.failed.is_none()
+            && usize::try_from(self.body_remaining).is_ok_and(|remaining| remaining >= len);
+        if inside {
+            // `len` <= body_remaining, which is a u32.
+            self.body_remaining -= len as u32;
+        }
+        inside
+    }
+
+    #[inline]
     fn parse_prefix(&self, prefix: [u8; PREFIX_LEN]) -> Result<FrameHeader, FrameError> {
         let [flag, a, b, c, d] = prefix;
         let compressed = match flag {
@@ -189,6 +219,7 @@ impl FrameDecoder {
     }
 
     /// Whether the decoder sits on a message boundary (nothing pending).
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.prefix_filled == 0 && self.body_remaining == 0 && self.failed.is_none()
     }
@@ -207,6 +238,62 @@ impl FrameDecoder {
             Ok(())
         } else {
             Err(FrameError::Truncated { missing })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `push` reports for `chunk`, and the decoder after it.
+    fn pushed(decoder: &FrameDecoder, chunk: &[u8]) -> (Vec<FrameHeader>, FrameDecoder) {
+        let mut decoder = decoder.clone();
+        let mut seen = Vec::new();
+        let _ = decoder.push(chunk, |header| seen.push(header));
+        (seen, decoder)
+    }
+
+    fn state(decoder: &FrameDecoder) -> (u8, u32, Option<FrameError>) {
+        (
+            decoder.prefix_filled,
+            decoder.body_remaining,
+            decoder.failed.clone(),
+        )
+    }
+
+    #[test]
+    fn the_fast_paths_agree_with_push() {
+        let message = [1u8, 0, 0, 0, 3, b'a', b'b', b'c'];
+        let chunks: [&[u8]; 8] = [
+            &message,
+            &message[..7],
+            &message[..4],
+            &[0, 0, 0, 0, 0],
+            &[0, 0, 0, 0, 0, 0],
+            &[2, 0, 0, 0, 0],
+            &[0, 0, 0, 0, 9, 1, 2],
+            &[],
+        ];
+        let mut starts = vec![FrameDecoder::new(), FrameDecoder::with_max_message_len(2)];
+        for chunk in chunks {
+            starts.push(pushed(&FrameDecoder::new(), chunk).1);
+        }
+        for start in &starts {
+            for chunk in chunks {
+                let (seen, after) = pushed(start, chunk);
+                if let Some(header) = start.single_message(chunk) {
+                    assert_eq!(seen, [header], "{start:?} {chunk:?}");
+                    assert_eq!(state(&after), state(start), "stays on the boundary");
+                }
+                let mut skipped = start.clone();
+                if skipped.skip_inside_message(chunk.len()) {
+                    assert!(seen.is_empty(), "{start:?} {chunk:?}");
+                    assert_eq!(state(&skipped), state(&after));
+                } else {
+                    assert_eq!(state(&skipped), state(start), "nothing consumed");
+                }
+            }
         }
     }
 }

@@ -256,6 +256,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let extensions = request.extensions();
         let conn = extensions.get::<ConnTag<H>>();
@@ -290,7 +291,7 @@ where
             });
         }
         let request = request
-            .map(|body| ObservedBody::new(body, recorder.clone(), Direction::Inbound, false));
+            .map(|body| ObservedBody::new(body, recorder.share(), Direction::Inbound, false));
         ResponseFuture::new(self.inner.call(request), recorder)
     }
 }
@@ -323,7 +324,7 @@ where
         let request = request.map(|body| {
             tonic::body::Body::new(ObservedBody::new(
                 body,
-                recorder.clone(),
+                recorder.share(),
                 Direction::Outbound,
                 false,
             ))
@@ -349,7 +350,7 @@ pin_project! {
     impl<F, H: StatsHandler> PinnedDrop for ResponseFuture<F, H> {
         fn drop(this: Pin<&mut Self>) {
             if let Some(recorder) = this.project().recorder.take() {
-                recorder.end_dropped();
+                recorder.close(|rpc| rpc.end_dropped());
             }
         }
     }
@@ -387,13 +388,14 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
-        let recorder = this
+        let mut recorder = this
             .recorder
             .take()
             .expect("ResponseFuture polled after completion");
         match result {
             Ok(response) => {
-                recorder.response_headers(response.headers(), response.body().is_end_stream());
+                let body_is_empty = response.body().is_end_stream();
+                recorder.with(|rpc| rpc.response_headers(response.headers(), body_is_empty));
                 let direction = recorder.response_direction();
                 Poll::Ready(Ok(
                     response.map(|body| ObservedBody::new(body, recorder, direction, true))
@@ -402,12 +404,10 @@ where
             Err(error) => {
                 let error: BoxError = error.into();
                 let code = classify_error(&*error);
-                let message = error.to_string();
-                recorder.end(
-                    Some((RpcError::Service { message }, Some(code))),
-                    code,
-                    None,
-                );
+                let service_error = RpcError::Service {
+                    message: error.to_string(),
+                };
+                recorder.close(|rpc| rpc.end(Some((service_error, Some(code))), code, None));
                 Poll::Ready(Err(error))
             }
         }

@@ -2,7 +2,7 @@
 //! message length limit, and a bounded free list of per-RPC records, so a
 //! steady stream of RPCs reuses records instead of allocating one each.
 //!
-//! A record goes back to the list only when the holder dropping it is
+//! A record goes back to the list only when the holder giving it up is
 //! provably its only owner (`Arc::get_mut`); it is reset first (handler
 //! states, status and error dropped), and the next RPC re-creates every
 //! handler state with `tag_rpc`. A record belongs to one layered service
@@ -17,7 +17,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::StatsHandler;
-use super::recorder::RpcRecorder;
+use super::recorder::{Rpc, RpcRecorder};
 
 /// How many idle records a layered service keeps at most: enough for the
 /// RPCs in flight on a busy server to be served from the list, small enough
@@ -119,19 +119,73 @@ impl<H: StatsHandler> Drop for PoolOwner<H> {
 }
 
 /// A holder's reference to an RPC's record (the response future and the
-/// two body wrappers each hold one). The last one dropped returns the
-/// record to its layer's free list.
+/// two body wrappers each hold one). Events go through [`with`](Self::with);
+/// a holder gives its reference up with [`close`](Self::close) or
+/// [`release`](Self::release), and the last one returns the record to its
+/// layer's free list. (A reference simply dropped frees the record
+/// instead, if it was the last.)
+///
+/// A holder that is the record's only one (in a unary RPC, the response
+/// future and body once the request body is gone) reaches it without the
+/// lock: `Arc::get_mut` is one atomic operation, the lock and unlock two.
 pub(crate) struct RecordRef<H: StatsHandler>(Arc<RpcRecorder<H>>);
 
 impl<H: StatsHandler> RecordRef<H> {
     pub(crate) fn new(record: Arc<RpcRecorder<H>>) -> Self {
         Self(record)
     }
-}
 
-impl<H: StatsHandler> Clone for RecordRef<H> {
-    fn clone(&self) -> Self {
+    /// A second holder's reference to the same record.
+    pub(crate) fn share(&self) -> Self {
         Self(Arc::clone(&self.0))
+    }
+
+    /// Runs `f` on the RPC's events: without the lock if this is the only
+    /// holder, else under it.
+    #[inline]
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
+        // The count is a plain load: shared records skip `get_mut`'s
+        // compare-and-swap.
+        if Arc::strong_count(&self.0) == 1 {
+            if let Some(record) = Arc::get_mut(&mut self.0) {
+                return f(&mut record.unshared());
+            }
+        }
+        self.0.locked(f)
+    }
+
+    /// This holder's last use of the record: runs `f` on the RPC's events,
+    /// then gives the reference up; if it was the only one, the record
+    /// goes back to the free list (one `get_mut` serves both).
+    pub(crate) fn close<R>(mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
+        if Arc::strong_count(&self.0) == 1 {
+            if let Some(record) = Arc::get_mut(&mut self.0) {
+                let out = f(&mut record.unshared());
+                record.reset();
+                self.recycle();
+                return out;
+            }
+        }
+        self.0.locked(f)
+    }
+
+    /// Gives the reference up without an event (see [`close`](Self::close)).
+    pub(crate) fn release(mut self) {
+        // Only the unique owner may recycle: no other holder can observe
+        // the reset. (Two holders letting go at once may both see a shared
+        // record; it is then freed, not recycled.)
+        if Arc::strong_count(&self.0) == 1 {
+            if let Some(record) = Arc::get_mut(&mut self.0) {
+                record.reset();
+                self.recycle();
+            }
+        }
+    }
+
+    /// Returns a reset, unshared record to its layer's free list.
+    #[inline(never)]
+    fn recycle(self) {
+        self.0.shared().put_idle(Arc::clone(&self.0));
     }
 }
 
@@ -140,33 +194,6 @@ impl<H: StatsHandler> Deref for RecordRef<H> {
 
     fn deref(&self) -> &RpcRecorder<H> {
         &self.0
-    }
-}
-
-impl<H: StatsHandler> Drop for RecordRef<H> {
-    // Inlined: the other holders only load the count; the last one
-    // recycles out of line.
-    #[inline]
-    fn drop(&mut self) {
-        // Only the unique owner may recycle: no other holder can observe
-        // the reset. (Two holders dropping at once may both see a shared
-        // record; it is then freed, not recycled.) The count check is a
-        // plain load that turns away the other holders before `get_mut`'s
-        // compare-and-swap.
-        if Arc::strong_count(&self.0) == 1 {
-            self.recycle();
-        }
-    }
-}
-
-impl<H: StatsHandler> RecordRef<H> {
-    #[inline(never)]
-    fn recycle(&mut self) {
-        let Some(record) = Arc::get_mut(&mut self.0) else {
-            return;
-        };
-        record.reset();
-        self.0.shared().put_idle(Arc::clone(&self.0));
     }
 }
 
@@ -208,12 +235,11 @@ mod tests {
     fn only_the_last_holder_returns_the_record_and_the_next_rpc_reuses_it() {
         let shared = shared();
         let first = begin(&shared);
-        let second = first.clone();
-        drop(first);
+        let second = first.share();
+        first.release();
         assert_eq!(shared.idle_len(), 0, "still held: not recycled");
         let address: *const RpcRecorder<Noop> = &*second;
-        second.end_dropped();
-        drop(second);
+        second.close(|rpc| rpc.end_dropped());
         assert_eq!(shared.idle_len(), 1);
         let next = begin(&shared);
         assert_eq!(shared.idle_len(), 0);
@@ -224,7 +250,7 @@ mod tests {
     fn the_free_list_is_bounded() {
         let shared = shared();
         let held: Vec<_> = (0..RECORDS_KEPT + 10).map(|_| begin(&shared)).collect();
-        drop(held);
+        held.into_iter().for_each(RecordRef::release);
         assert_eq!(shared.idle_len(), RECORDS_KEPT);
     }
 
@@ -232,13 +258,12 @@ mod tests {
     fn closing_the_pool_frees_idle_and_in_flight_records() {
         let owner = shared();
         let weak = Arc::downgrade(&owner);
-        drop(begin(&owner));
+        begin(&owner).release();
         assert_eq!(owner.idle_len(), 1);
         let in_flight = begin(&owner);
         drop(owner);
         assert!(weak.upgrade().is_some(), "the RPC in flight holds it");
-        in_flight.end_dropped();
-        drop(in_flight);
+        in_flight.close(|rpc| rpc.end_dropped());
         assert!(weak.upgrade().is_none(), "no cycle left through the list");
     }
 }

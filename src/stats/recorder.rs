@@ -1,7 +1,7 @@
 //! The per-RPC shared record: every handler's state inline behind one
 //! mutex, plus what is needed to deliver exactly one `End`.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -21,6 +21,12 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// response body wrappers (each through a [`RecordRef`]). Records are
 /// recycled through the layer's free list ([`LayerShared`]).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
+    facts: Facts<H>,
+    core: Mutex<Core<H::RpcState>>,
+}
+
+/// What an RPC's events read but never change once it has begun.
+struct Facts<H: StatsHandler> {
     /// The layer's shared part: the handler, and the free list the record
     /// returns to (see [`pool`](super::pool) for how the cycle is broken).
     shared: Arc<LayerShared<H>>,
@@ -28,9 +34,9 @@ pub(crate) struct RpcRecorder<H: StatsHandler> {
     begin_time: Instant,
     deadline: Option<Instant>,
     max_message_len: u32,
-    core: Mutex<Core<H::RpcState>>,
 }
 
+/// What an RPC's events change: the handler states and the outcome.
 struct Core<S> {
     state: S,
     ended: bool,
@@ -54,8 +60,8 @@ impl<S: Default> Core<S> {
 impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcRecorder")
-            .field("side", &self.side)
-            .field("begin_time", &self.begin_time)
+            .field("side", &self.facts.side)
+            .field("begin_time", &self.facts.begin_time)
             .finish_non_exhaustive()
     }
 }
@@ -94,8 +100,8 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 // returned, and of this layer: only the RPC's own fields
                 // change.
                 Some(slot) => {
-                    slot.begin_time = begin_time;
-                    slot.deadline = deadline;
+                    slot.facts.begin_time = begin_time;
+                    slot.facts.deadline = deadline;
                     slot.core
                         .get_mut()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -117,11 +123,13 @@ impl<H: StatsHandler> RpcRecorder<H> {
         state: H::RpcState,
     ) -> Arc<Self> {
         Arc::new(Self {
-            shared: Arc::clone(shared),
-            side,
-            begin_time,
-            deadline,
-            max_message_len: shared.max_message_len,
+            facts: Facts {
+                shared: Arc::clone(shared),
+                side,
+                begin_time,
+                deadline,
+                max_message_len: shared.max_message_len,
+            },
             core: Mutex::new(Core::new(state)),
         })
     }
@@ -135,60 +143,97 @@ impl<H: StatsHandler> RpcRecorder<H> {
 
     /// The layer's shared part (whose free list the record returns to).
     pub(crate) fn shared(&self) -> &LayerShared<H> {
-        &self.shared
+        &self.facts.shared
     }
 
     /// The message length limit for this RPC's bodies.
     pub(crate) fn max_message_len(&self) -> u32 {
-        self.max_message_len
+        self.facts.max_message_len
     }
 
     /// The direction of the response body on this side.
     pub(crate) fn response_direction(&self) -> Direction {
-        match self.side {
+        match self.facts.side {
             Side::Server => Direction::Outbound,
             Side::Client => Direction::Inbound,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Core<H::RpcState>> {
+    /// The RPC's events, reached without the lock: the caller holds the
+    /// record's only reference.
+    pub(crate) fn unshared(&mut self) -> Rpc<'_, H> {
+        Rpc {
+            facts: &self.facts,
+            core: self.core.get_mut().unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+
+    /// Runs `f` on the RPC's events under the record's lock.
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
         // A handler that panicked must not stop the others from seeing `End`.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut core = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut Rpc {
+            facts: &self.facts,
+            core: &mut core,
+        })
     }
+}
 
+/// One holder's exclusive access to an RPC's record (through the lock, or
+/// without it when the holder is the only one): every event goes through
+/// here.
+pub(crate) struct Rpc<'a, H: StatsHandler> {
+    facts: &'a Facts<H>,
+    core: &'a mut Core<H::RpcState>,
+}
+
+impl<H: StatsHandler> Rpc<'_, H> {
     /// Hands `event` to the handlers.
-    fn deliver(&self, state: &mut H::RpcState, event: &RpcEvent<'_>) {
-        self.shared.handler.handle_rpc(state, event);
+    fn deliver(&mut self, event: &RpcEvent<'_>) {
+        self.facts
+            .shared
+            .handler
+            .handle_rpc(&mut self.core.state, event);
     }
 
-    /// Delivers `event` unless the RPC has ended.
-    fn emit(&self, event: &RpcEvent<'_>) {
-        let mut core = self.lock();
-        if !core.ended {
-            self.deliver(&mut core.state, event);
-        }
+    /// The time payload events carry: read only if a handler wants it.
+    pub(crate) fn payload_time() -> Option<Instant> {
+        H::PAYLOAD_TIMES.then(Instant::now)
     }
 
-    /// Payload events for the messages whose prefixes one body chunk holds:
-    /// one lock and one clock read serve them all (they arrived together).
-    pub(crate) fn payloads(&self, direction: Direction) -> PayloadBatch<'_, H> {
-        PayloadBatch {
-            recorder: self,
-            direction,
-            open: None,
+    /// Delivers the payload event for one decoded message prefix (unless
+    /// the RPC has ended). Messages whose prefixes one body chunk holds
+    /// share one `time` (they arrived together).
+    pub(crate) fn payload(
+        &mut self,
+        direction: Direction,
+        header: FrameHeader,
+        time: Option<Instant>,
+    ) {
+        if self.core.ended {
+            return;
         }
+        let payload = Payload {
+            length: header.length,
+            wire_length: header.wire_length(),
+            compressed: header.compressed,
+            time,
+        };
+        self.deliver(&match direction {
+            Direction::Inbound => RpcEvent::InPayload(payload),
+            Direction::Outbound => RpcEvent::OutPayload(payload),
+        });
     }
 
     /// Response headers: a trailers-only response (an empty body and
     /// `grpc-status` in the headers) records its status and is reported as
     /// trailers; otherwise it is the response-headers event. Only an empty
     /// body can be trailers-only, so the common case skips the lookup.
-    pub(crate) fn response_headers(&self, headers: &HeaderMap, body_is_empty: bool) {
+    pub(crate) fn response_headers(&mut self, headers: &HeaderMap, body_is_empty: bool) {
         if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
-            let mut core = self.lock();
-            self.trailers_locked(&mut core, headers);
-        } else {
-            self.emit(&match self.side {
+            self.trailers(headers);
+        } else if !self.core.ended {
+            self.deliver(&match self.facts.side {
                 Side::Server => RpcEvent::OutHeader(headers),
                 Side::Client => RpcEvent::InHeader(headers),
             });
@@ -197,72 +242,66 @@ impl<H: StatsHandler> RpcRecorder<H> {
 
     /// The response's trailers close the RPC: records their status,
     /// delivers the trailer event (`OutTrailer` on the server, `InTrailer`
-    /// on the client) and `End`, under one lock. `error` is a framing error
-    /// found at the end of the body.
-    pub(crate) fn trailers_then_end(&self, trailers: &HeaderMap, error: Option<RpcError>) {
-        let mut core = self.lock();
+    /// on the client) and `End`. `error` is a framing error found at the
+    /// end of the body.
+    pub(crate) fn trailers_then_end(&mut self, trailers: &HeaderMap, error: Option<RpcError>) {
         if let Some(error) = error {
-            core.record_error(error, None);
+            self.core.record_error(error, None);
         }
-        self.trailers_locked(&mut core, trailers);
-        self.end_locked(&mut core, Code::Unknown, Some(RpcError::MissingStatus));
+        self.trailers(trailers);
+        self.end_with(Code::Unknown, Some(RpcError::MissingStatus));
     }
 
-    fn trailers_locked(&self, core: &mut Core<H::RpcState>, trailers: &HeaderMap) {
-        if core.ended {
+    fn trailers(&mut self, trailers: &HeaderMap) {
+        if self.core.ended {
             return;
         }
         if let Some(status) = find(trailers, &GRPC_STATUS) {
             let code = Code::from_bytes(status.as_bytes());
-            core.code = Some(code);
+            self.core.code = Some(code);
             // tonic sends no message with OK; skip the second lookup then.
             if code != Code::Ok {
-                core.message =
+                self.core.message =
                     find(trailers, &GRPC_MESSAGE).map(|message| percent_decode(message.as_bytes()));
             }
         }
-        let event = match self.side {
+        self.deliver(&match self.facts.side {
             Side::Server => RpcEvent::OutTrailer(trailers),
             Side::Client => RpcEvent::InTrailer(trailers),
-        };
-        self.deliver(&mut core.state, &event);
+        });
     }
 
     /// Records an error; the first one is kept.
-    pub(crate) fn record_error(&self, error: RpcError, code: Option<Code>) {
-        self.lock().record_error(error, code);
+    pub(crate) fn record_error(&mut self, error: RpcError, code: Option<Code>) {
+        self.core.record_error(error, code);
     }
 
-    /// Records `error` (if any, with `code`) and delivers `End` once, under
-    /// one lock. The code is the recorded status, else `fallback` (and
-    /// `fallback_error` is recorded); a `Cancelled` fallback after the
-    /// request's deadline becomes `DeadlineExceeded`.
+    /// Records `error` (if any, with `code`) and delivers `End` once. The
+    /// code is the recorded status, else `fallback` (and `fallback_error`
+    /// is recorded); a `Cancelled` fallback after the request's deadline
+    /// becomes `DeadlineExceeded`.
     pub(crate) fn end(
-        &self,
+        &mut self,
         error: Option<(RpcError, Option<Code>)>,
         fallback: Code,
         fallback_error: Option<RpcError>,
     ) {
-        let mut core = self.lock();
         if let Some((error, code)) = error {
-            core.record_error(error, code);
+            self.core.record_error(error, code);
         }
-        self.end_locked(&mut core, fallback, fallback_error);
+        self.end_with(fallback, fallback_error);
     }
 
-    fn end_locked(
-        &self,
-        core: &mut Core<H::RpcState>,
-        fallback: Code,
-        fallback_error: Option<RpcError>,
-    ) {
+    fn end_with(&mut self, fallback: Code, fallback_error: Option<RpcError>) {
+        let core = &mut *self.core;
         if core.ended {
             return;
         }
         core.ended = true;
+        let facts = self.facts;
         let end_time = Instant::now();
         let code = core.code.unwrap_or_else(|| match fallback {
-            Code::Cancelled if self.deadline.is_some_and(|d| end_time >= d) => {
+            Code::Cancelled if facts.deadline.is_some_and(|d| end_time >= d) => {
                 Code::DeadlineExceeded
             }
             other => other,
@@ -270,26 +309,22 @@ impl<H: StatsHandler> RpcRecorder<H> {
         if core.error.is_none() && core.code.is_none() {
             core.error = fallback_error;
         }
-        let Core {
-            state,
-            message,
-            error,
-            ..
-        } = core;
-        let message = message.as_deref().unwrap_or_default();
         let end = End {
             code,
-            message,
-            begin_time: self.begin_time,
+            message: core.message.as_deref().unwrap_or_default(),
+            begin_time: facts.begin_time,
             end_time,
-            error: error.as_ref(),
+            error: core.error.as_ref(),
         };
-        self.deliver(state, &RpcEvent::End(end));
+        facts
+            .shared
+            .handler
+            .handle_rpc(&mut core.state, &RpcEvent::End(end));
     }
 
     /// The end for a body or future dropped early: the recorded status if
     /// any, else `Cancelled`.
-    pub(crate) fn end_dropped(&self) {
+    pub(crate) fn end_dropped(&mut self) {
         self.end(None, Code::Cancelled, Some(RpcError::Cancelled));
     }
 }
@@ -306,53 +341,21 @@ impl<S> Core<S> {
     }
 }
 
-/// The payload events of one body chunk: the first message locks the
-/// record and reads the clock (if a handler wants payload times); the lock
-/// is released when the batch drops.
-pub(crate) struct PayloadBatch<'a, H: StatsHandler> {
-    recorder: &'a RpcRecorder<H>,
-    direction: Direction,
-    open: Option<LockedAt<'a, H::RpcState>>,
-}
-
-/// The record's core, locked for a batch, and the batch's time (if read).
-type LockedAt<'a, S> = (MutexGuard<'a, Core<S>>, Option<Instant>);
-
-impl<H: StatsHandler> PayloadBatch<'_, H> {
-    /// Delivers the payload event for one decoded message prefix.
-    pub(crate) fn payload(&mut self, header: FrameHeader) {
-        let recorder = self.recorder;
-        let (core, time) = self
-            .open
-            .get_or_insert_with(|| (recorder.lock(), H::PAYLOAD_TIMES.then(Instant::now)));
-        if core.ended {
-            return;
-        }
-        let payload = Payload {
-            length: header.length,
-            wire_length: header.wire_length(),
-            compressed: header.compressed,
-            time: *time,
-        };
-        let event = match self.direction {
-            Direction::Inbound => RpcEvent::InPayload(payload),
-            Direction::Outbound => RpcEvent::OutPayload(payload),
-        };
-        recorder.deliver(&mut core.state, &event);
-    }
-}
-
 /// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
 /// one entry, request headers a handful) are scanned, which is cheaper than
 /// hashing the name; larger ones use the hash lookup. The scan walks the
 /// keys only (no multi-value links); most lookups miss (`grpc-timeout`) or
-/// hit the first entry (`grpc-status` in tonic's trailers).
+/// hit the first entry (`grpc-status` in tonic's trailers). Names compare
+/// as strings: inlined with a constant `name`, that is a length check and
+/// a few word loads, with no call.
+#[inline(always)]
 fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
     const SCAN_UP_TO: usize = 8;
     if headers.keys_len() > SCAN_UP_TO {
         return headers.get(name);
     }
-    match headers.keys().position(|key| key == name)? {
+    let wanted = name.as_str();
+    match headers.keys().position(|key| key.as_str() == wanted)? {
         // The first value of the first entry is the first `iter` yields.
         0 => headers.iter().next().map(|(_, value)| value),
         _ => headers.get(name),
