@@ -18,19 +18,22 @@
 //!
 //! `cargo bench --bench stats -- --warm-up-time 1 --measurement-time 2`
 
+#[path = "interleaved/mod.rs"]
+mod interleaved;
 #[path = "../tests/stats_harness/mod.rs"]
 mod stats_harness;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
 use http::{Request, Response};
+use interleaved::Round;
 use stats_harness::{
     CountingAllocator, Timed, allocations_per_call, allocations_per_in_process_rpc,
     call_in_process, combined, current_thread_runtime, layered_echo_routes, loopback_client,
@@ -70,11 +73,10 @@ where
     });
 }
 
-/// A per-RPC timing of one variant: runs `CALLS_PER_ROUND` in-process calls.
-type Round<'a> = Box<dyn FnMut() -> Duration + 'a>;
-
+/// Calls per timed round of the interleaved measurement.
 const CALLS_PER_ROUND: u32 = 1_000;
 
+/// One timed round of a variant: `CALLS_PER_ROUND` in-process calls.
 fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
 where
     L: Layer<Routes>,
@@ -96,10 +98,9 @@ where
     })
 }
 
-/// The layer's per-RPC overhead, robust to a busy machine: the variants
-/// run interleaved, round after round, and each keeps its fastest round.
+/// The layers' per-RPC cost, interleaved with no layer (see
+/// [`interleaved`]).
 fn interleaved_overhead() {
-    const ROUNDS: usize = 150;
     let rt = current_thread_runtime();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
@@ -112,21 +113,7 @@ fn interleaved_overhead() {
         ("combined_8", round(&rt, combined!(server, 8))),
         ("stacked_2", round(&rt, combined!(server, stacked))),
     ];
-    let mut best = vec![Duration::MAX; variants.len()];
-    for _ in 0..ROUNDS {
-        for (i, (_, run)) in variants.iter_mut().enumerate() {
-            best[i] = best[i].min(run());
-        }
-    }
-    let per_rpc = |d: Duration| d.as_nanos() as f64 / f64::from(CALLS_PER_ROUND);
-    let baseline = per_rpc(best[0]);
-    for ((name, _), best) in variants.iter().zip(&best) {
-        let ns = per_rpc(*best);
-        println!(
-            "interleaved in-process server  {name:<12} {ns:>8.0} ns/rpc  {:>+6.0} ns over no layer",
-            ns - baseline
-        );
-    }
+    interleaved::print_overhead("in-process server", &mut variants, 150, CALLS_PER_ROUND);
 }
 
 fn in_process_server(c: &mut Criterion) {

@@ -10,12 +10,16 @@
 //! (a paired difference, steadier than two criterion rows).
 //!
 //! `cargo bench --bench tenant`
+#[path = "interleaved/mod.rs"]
+mod interleaved;
 #[path = "../tests/tenant_support/mod.rs"]
 mod tenant_support;
 
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+use interleaved::Round;
 
 use criterion::{BatchSize, Criterion, criterion_group};
 use http::{HeaderName, HeaderValue, Request, Response};
@@ -202,8 +206,6 @@ where
 const ROUND_CALLS: usize = 64;
 
 /// One timed round of a variant: `ROUND_CALLS` calls on fresh requests.
-type Round<'a> = Box<dyn FnMut() -> Duration + 'a>;
-
 fn round<'a, S>(no_op: &'a NoOp, mut service: S) -> Round<'a>
 where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + 'a,
@@ -237,35 +239,15 @@ where
     start.elapsed()
 }
 
-/// The layer's cost per call as a paired difference: the variants run
-/// interleaved, round after round in one process, so drift hits all of
-/// them alike (criterion's rows run seconds apart and drift by ±20 ns on a
-/// shared VM). Each keeps its fastest round: interference from other work
-/// only adds time, so the minimum is the estimate least disturbed by it;
-/// the median is printed beside it to show the spread.
+/// The layers' cost per call, interleaved with no layer (see
+/// [`interleaved`]).
 fn interleaved_overhead() {
-    const ROUNDS: usize = 2_000;
     let no_op = NoOp::new();
     let mut variants = vec![(NO_LAYER, round(&no_op, no_op.clone()))];
     for (name, layer) in layers() {
         variants.push((name, round(&no_op, layer.layer(no_op.clone()))));
     }
-    let mut rounds = vec![Vec::with_capacity(ROUNDS); variants.len()];
-    for _ in 0..ROUNDS {
-        for ((_, run), times) in variants.iter_mut().zip(&mut rounds) {
-            times.push(run());
-        }
-    }
-    let per_call = |d: &Duration| d.as_nanos() as f64 / ROUND_CALLS as f64;
-    let mut baseline = None;
-    for ((name, _), times) in variants.iter().zip(&mut rounds) {
-        times.sort_unstable();
-        let (fastest, median) = (per_call(&times[0]), per_call(&times[ROUNDS / 2]));
-        let over = fastest - *baseline.get_or_insert(fastest);
-        println!(
-            "interleaved server layer  {name:<42} {fastest:>6.1} ns/call (median {median:>6.1})  {over:>+6.1} ns over no layer"
-        );
-    }
+    interleaved::print_overhead("server layer", &mut variants, 2_000, ROUND_CALLS as u32);
 }
 
 /// Prints allocations per operation, each on a fresh wire-built map.
