@@ -144,29 +144,34 @@ impl<H: StatsHandler> RecordRef<H> {
     /// holder, else under it.
     #[inline]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
-        // The count is a plain load: shared records skip `get_mut`'s
-        // compare-and-swap.
-        if Arc::strong_count(&self.0) == 1 {
-            if let Some(record) = Arc::get_mut(&mut self.0) {
-                return f(&mut record.unshared());
-            }
+        match self.unique() {
+            Some(record) => f(&mut record.unshared()),
+            None => self.0.locked(f),
         }
-        self.0.locked(f)
+    }
+
+    /// The record, if this is its only holder. The count is a plain load:
+    /// shared records skip `get_mut`'s compare-and-swap.
+    #[inline]
+    fn unique(&mut self) -> Option<&mut RpcRecorder<H>> {
+        if Arc::strong_count(&self.0) == 1 {
+            Arc::get_mut(&mut self.0)
+        } else {
+            None
+        }
     }
 
     /// This holder's last use of the record: runs `f` on the RPC's events,
     /// then gives the reference up; if it was the only one, the record
     /// goes back to the free list (one `get_mut` serves both).
     pub(crate) fn close<R>(mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
-        if Arc::strong_count(&self.0) == 1 {
-            if let Some(record) = Arc::get_mut(&mut self.0) {
-                let out = f(&mut record.unshared());
-                record.reset();
-                self.recycle();
-                return out;
-            }
-        }
-        self.0.locked(f)
+        let Some(record) = self.unique() else {
+            return self.0.locked(f);
+        };
+        let out = f(&mut record.unshared());
+        record.reset();
+        self.recycle();
+        out
     }
 
     /// Gives the reference up without an event (see [`close`](Self::close)).
@@ -174,11 +179,9 @@ impl<H: StatsHandler> RecordRef<H> {
         // Only the unique owner may recycle: no other holder can observe
         // the reset. (Two holders letting go at once may both see a shared
         // record; it is then freed, not recycled.)
-        if Arc::strong_count(&self.0) == 1 {
-            if let Some(record) = Arc::get_mut(&mut self.0) {
-                record.reset();
-                self.recycle();
-            }
+        if let Some(record) = self.unique() {
+            record.reset();
+            self.recycle();
         }
     }
 
