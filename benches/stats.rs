@@ -6,6 +6,11 @@
 //! (`StatsHandler::PAYLOAD_TIMES = false`); `timed_2` is two no-op handlers
 //! that keep the default, to show what the two payload clock reads cost.
 //! Allocations per RPC are printed first, from a counting allocator.
+//! The interleaved lines end with two reference rows, the floor under the
+//! layer: a pass-through layer of the same shape (request body, response
+//! future and response body wrapped, one `Arc` shared among them) without
+//! events, and the same with two clock reads per RPC (see
+//! [`passthrough`]).
 //!
 //! Read the interleaved lines over several builds and runs: on the 2-vCPU
 //! VM, code placement alone moves a variant's "over no layer" figure by
@@ -20,6 +25,8 @@
 
 #[path = "interleaved/mod.rs"]
 mod interleaved;
+#[path = "passthrough/mod.rs"]
+mod passthrough;
 #[path = "../tests/stats_harness/mod.rs"]
 mod stats_harness;
 #[path = "../tests/support/mod.rs"]
@@ -34,6 +41,7 @@ use criterion::{
 };
 use http::{Request, Response};
 use interleaved::Round;
+use passthrough::PassthroughLayer;
 use stats_harness::{
     CountingAllocator, Timed, allocations_per_call, allocations_per_in_process_rpc,
     call_in_process, combined, current_thread_runtime, layered_echo_routes, loopback_client,
@@ -112,6 +120,14 @@ fn interleaved_overhead() {
         ),
         ("combined_8", round(&rt, combined!(server, 8))),
         ("stacked_2", round(&rt, combined!(server, stacked))),
+        (
+            "passthrough (floor)",
+            round(&rt, PassthroughLayer::default()),
+        ),
+        (
+            "passthrough + 2 clock reads (floor)",
+            round(&rt, PassthroughLayer::with_clock()),
+        ),
     ];
     interleaved::print_overhead("in-process server", &mut variants, 150, CALLS_PER_ROUND);
 }
