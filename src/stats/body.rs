@@ -169,8 +169,8 @@ fn observe_chunk<H: StatsHandler>(
     });
 }
 
-/// The body failed: the error is recorded (and ends the RPC on the
-/// response body, which then gives the record up).
+/// The body failed: its error ends the RPC on the response body, or is
+/// recorded on the request body.
 #[cold]
 fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
     recorder: &mut Option<RecordRef<H>>,
@@ -181,32 +181,44 @@ fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
     let code = classify_error(error);
     let message = error.to_string();
     let error = RpcError::Body { direction, message };
-    if ends_rpc {
-        if let Some(recorder) = recorder.take() {
-            recorder.close(|rpc| rpc.end(Some((error, Some(code))), code, None));
-        }
-    } else if let Some(recorder) = recorder {
-        recorder.with(|rpc| rpc.record_error(error, Some(code)));
-    }
+    body_over(recorder, ends_rpc, Some((error, Some(code))), code, None);
 }
 
-/// The body ended without trailers: a framing error is recorded, and on
-/// the response body the RPC ends `Unknown`, as tonic reports a missing
-/// status (and the body gives the record up).
+/// The body ended without trailers: a message cut short is a framing
+/// error, and on the response body the RPC ends `Unknown`, as tonic
+/// reports a missing status.
 fn body_complete<H: StatsHandler>(
     recorder: &mut Option<RecordRef<H>>,
     decoder: &FrameDecoder,
     direction: Direction,
     ends_rpc: bool,
 ) {
-    let error = framing_error_at_end(decoder, direction);
+    let error = framing_error_at_end(decoder, direction).map(|error| (error, None));
+    body_over(
+        recorder,
+        ends_rpc,
+        error,
+        Code::Unknown,
+        Some(RpcError::MissingStatus),
+    );
+}
+
+/// The body is over before its trailers. On the response body the RPC
+/// ends (see [`Rpc::end`] for `error` and the fallbacks) and the body gives
+/// the record up; on the request body `error`, if any, is recorded.
+fn body_over<H: StatsHandler>(
+    recorder: &mut Option<RecordRef<H>>,
+    ends_rpc: bool,
+    error: Option<(RpcError, Option<Code>)>,
+    fallback: Code,
+    fallback_error: Option<RpcError>,
+) {
     if ends_rpc {
         if let Some(recorder) = recorder.take() {
-            let error = error.map(|error| (error, None));
-            recorder.close(|rpc| rpc.end(error, Code::Unknown, Some(RpcError::MissingStatus)));
+            recorder.close(|rpc| rpc.end(error, fallback, fallback_error));
         }
-    } else if let (Some(error), Some(recorder)) = (error, recorder) {
-        recorder.with(|rpc| rpc.record_error(error, None));
+    } else if let (Some((error, code)), Some(recorder)) = (error, recorder) {
+        recorder.with(|rpc| rpc.record_error(error, code));
     }
 }
 
