@@ -345,17 +345,16 @@ impl<S> Core<S> {
 /// one entry, request headers a handful) are scanned, which is cheaper than
 /// hashing the name; larger ones use the hash lookup. The scan walks the
 /// keys only (no multi-value links); most lookups miss (`grpc-timeout`) or
-/// hit the first entry (`grpc-status` in tonic's trailers). Names compare
-/// as strings: inlined with a constant `name`, that is a length check and
-/// a few word loads, with no call.
+/// hit the first entry (`grpc-status` in tonic's trailers). A standard
+/// name (most request headers) differs from our custom ones on its tag,
+/// without its text being read.
 #[inline(always)]
 fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
     const SCAN_UP_TO: usize = 8;
     if headers.keys_len() > SCAN_UP_TO {
         return headers.get(name);
     }
-    let wanted = name.as_str();
-    match headers.keys().position(|key| key.as_str() == wanted)? {
+    match headers.keys().position(|key| key == name)? {
         // The first value of the first entry is the first `iter` yields.
         0 => headers.iter().next().map(|(_, value)| value),
         _ => headers.get(name),
