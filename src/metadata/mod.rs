@@ -57,7 +57,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::metadata::MetadataMap;
 
 use delta::DeltaEntries;
@@ -163,8 +163,7 @@ impl OutgoingMetadata {
         match StaticPair::check(key, value)? {
             Some(pair) => {
                 let size = pair.size();
-                self.check_growth(self.len(), self.size(), 1, size)?;
-                Ok(self.push(DeltaEntries::One([pair.into_parts()]), size))
+                self.append_pair(pair.into_parts(), size)
             }
             None => self.append_lowered_static(key, value),
         }
@@ -205,8 +204,18 @@ impl OutgoingMetadata {
     #[inline(always)]
     pub fn append_entry(&self, entry: MetadataEntry) -> Result<Self, MetadataError> {
         let size = entry.size();
+        self.append_pair(entry.into_parts(), size)
+    }
+
+    /// Appends one checked pair of `size` bytes in a header list.
+    #[inline(always)]
+    fn append_pair(
+        &self,
+        pair: (HeaderName, HeaderValue),
+        size: usize,
+    ) -> Result<Self, MetadataError> {
         self.check_growth(self.len(), self.size(), 1, size)?;
-        Ok(self.push(DeltaEntries::One([entry.into_parts()]), size))
+        Ok(self.push(DeltaEntries::One([pair]), size))
     }
 
     /// Appends several entries, in order, as one node (grpc-go's
