@@ -14,12 +14,9 @@
 //!
 //! Read the interleaved lines over several builds and runs: on the 2-vCPU
 //! VM, code placement alone moves a variant's "over no layer" figure by
-//! tens of ns. With two versions of the layer built into one binary (as
-//! two crates) and interleaved in one process, the unchanged version's
-//! 1-handler figure read +160 ns in one build and +213 ns in another (mean
-//! of 8 processes each), and single processes disagreed on which version
-//! was faster by 20-50 ns either way. Instruction counts (callgrind) are
-//! the steadier A/B measure.
+//! tens of ns from one build to the next. `tools/bench-layouts stats`
+//! links this bench with its functions in several orders and prints each
+//! variant's median over all runs (the README's figures).
 //!
 //! `cargo bench --bench stats -- --warm-up-time 1 --measurement-time 2`
 
