@@ -22,16 +22,6 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RPCS: u64 = 200;
 
-/// The allocator is global: tests in this binary must not count at the
-/// same time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn per_call<F: Future>(runtime: &tokio::runtime::Runtime, one: impl FnMut() -> F) -> f64 {
     runtime.block_on(allocations_per_call(RPCS, one))
 }
@@ -48,7 +38,6 @@ macro_rules! server_stack {
 
 #[test]
 fn server_stack_allocations_per_rpc() {
-    let _serial = serial();
     let rt = current_thread_runtime();
     let none = server_stack!(tower::layer::util::Identity::new(), rt);
     let zero = server_stack!(CombinedLayer::server(), rt);
@@ -81,7 +70,6 @@ where
 
 #[test]
 fn loopback_allocations_per_rpc() {
-    let _serial = serial();
     let rt = current_thread_runtime();
     let identity = tower::layer::util::Identity::new;
     let none = loopback(&rt, rt.block_on(loopback_client!(identity(), identity())));
@@ -126,7 +114,6 @@ fn loopback_allocations_per_rpc() {
 /// `remote_addr()` works: one allocation per RPC (the extension's box).
 #[test]
 fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
-    let _serial = serial();
     let rt = current_thread_runtime();
     let identity = tower::layer::util::Identity::new;
     let plain = loopback(

@@ -50,10 +50,16 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
+/// How many allocations this thread has made so far (for spans a closure
+/// cannot hold, such as several `.await`s on a current-thread runtime).
+pub fn allocations_so_far() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
 /// Runs `f` and returns how many allocations it made on this thread, and
 /// its result (dropped by the caller, outside the count).
 pub fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let before = ALLOCATIONS.with(Cell::get);
+    let before = allocations_so_far();
     let result = f();
-    (ALLOCATIONS.with(Cell::get) - before, result)
+    (allocations_so_far() - before, result)
 }

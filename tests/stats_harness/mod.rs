@@ -1,14 +1,11 @@
-//! Shared by the stats allocation tests and benches: a no-op handler, a
-//! counting allocator, and the server stack driven in process (tonic
+//! Shared by the stats allocation tests and benches: a no-op handler, the
+//! per-thread counting allocator, and the server stack driven in process (tonic
 //! `Routes` + layers, a real gRPC request body, the response body driven
 //! to its trailers).
 //!
 //! Include with `#[path = "../tests/stats_harness/mod.rs"] mod stats_harness;`
 //! (benches) or `mod stats_harness;` (tests), next to `support`.
 #![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{Request, Response};
@@ -40,43 +37,10 @@ impl StatsHandler for Timed {
     type ConnState = ();
 }
 
-/// Counts heap allocations (all threads).
-#[derive(Debug)]
-pub struct CountingAllocator;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-/// Allocations so far.
-pub fn allocations() -> u64 {
-    ALLOCATIONS.load(Ordering::Relaxed)
-}
-
-// SAFETY: forwards every call unchanged to the system allocator and only
-// adds a relaxed counter increment.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "../alloc_count/mod.rs"]
+mod alloc_count;
+pub use alloc_count::CountingAllocator;
+use alloc_count::allocations_so_far;
 
 /// The unary echo path.
 pub const UNARY_PATH: &str = "/hotpath.echo.Echo/UnaryEcho";
@@ -133,7 +97,8 @@ where
 
 /// Allocations per call of `one`: after a warm-up, the least of three runs
 /// of `calls` calls, so one-off allocations elsewhere in the process (lazy
-/// runtime initialisation) do not count.
+/// runtime initialisation) do not count. Counts this thread: run the
+/// calls on a current-thread runtime, as the tests and benches do.
 pub async fn allocations_per_call<F: std::future::Future>(
     calls: u64,
     mut one: impl FnMut() -> F,
@@ -143,11 +108,11 @@ pub async fn allocations_per_call<F: std::future::Future>(
     }
     let mut least = f64::MAX;
     for _ in 0..3 {
-        let before = allocations();
+        let before = allocations_so_far();
         for _ in 0..calls {
             one().await;
         }
-        least = least.min((allocations() - before) as f64 / calls as f64);
+        least = least.min((allocations_so_far() - before) as f64 / calls as f64);
     }
     least
 }
