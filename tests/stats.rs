@@ -221,10 +221,10 @@ struct Expect<'a> {
 }
 
 impl Expect<'_> {
-    /// grpc-go's server order: Begin, InHeader, InPayload*, OutHeader,
+    /// grpc-go's server order: InHeader, Begin, InPayload*, OutHeader,
     /// OutPayload*, OutTrailer, End.
     fn server(&self) -> Vec<Ev> {
-        let mut events = vec![Ev::Begin, Ev::InHeader];
+        let mut events = vec![Ev::InHeader, Ev::Begin];
         events.extend(self.requests.iter().map(|&l| Ev::InPayload(l)));
         events.extend(self.response_headers.then_some(Ev::OutHeader));
         events.extend(self.responses.iter().map(|&l| Ev::OutPayload(l)));
@@ -321,7 +321,12 @@ async fn client_streaming_event_sequence() {
 /// Bidi interleaving follows real timing: check each direction's order and
 /// the overall invariants.
 fn assert_bidi(events: &[Ev], side: Side, sent: &[u32], received: &[u32]) {
-    assert_eq!(events.first(), Some(&Ev::Begin));
+    // grpc-go: the server's InHeader comes before Begin.
+    let first = match side {
+        Side::Server => [Ev::InHeader, Ev::Begin],
+        Side::Client => [Ev::Begin, Ev::OutHeader],
+    };
+    assert_eq!(events[..2], first);
     assert_eq!(events.last(), Some(&ok()));
     assert_eq!(
         events.iter().filter(|e| matches!(e, Ev::End(..))).count(),
@@ -528,8 +533,9 @@ async fn client_dropping_mid_stream_gives_one_cancelled_server_end() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(server.ended(), 1);
     assert_eq!(client_rec.ended(), 1);
+    assert_eq!(server.rpcs()[0][..2], [Ev::InHeader, Ev::Begin]);
+    assert_eq!(client_rec.rpcs()[0][..2], [Ev::Begin, Ev::OutHeader]);
     for events in [&server.rpcs()[0], &client_rec.rpcs()[0]] {
-        assert_eq!(events[0], Ev::Begin);
         assert!(
             matches!(events.last(), Some(Ev::End(Code::Cancelled, _))),
             "{events:?}"

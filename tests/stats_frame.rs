@@ -140,6 +140,29 @@ fn length_over_limit_is_an_error() {
 }
 
 #[test]
+fn a_message_is_reported_once_its_last_byte_arrives() {
+    let mut decoder = FrameDecoder::new();
+    let mut seen = Vec::new();
+    decoder
+        .push(&[0, 0, 0, 0, 3, b'a'], |h| seen.push(h))
+        .unwrap();
+    decoder.push(b"b", |h| seen.push(h)).unwrap();
+    assert!(seen.is_empty(), "prefix and part of the message only");
+    decoder.push(b"c", |h| seen.push(h)).unwrap();
+    let abc = FrameHeader {
+        compressed: false,
+        length: 3,
+    };
+    assert_eq!(seen, [abc]);
+    // An empty message is whole once its prefix is.
+    decoder
+        .push(&[0, 0, 0, 0, 0, 0, 0], |h| seen.push(h))
+        .unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].length, 0);
+}
+
+#[test]
 fn truncation_reports_missing_bytes() {
     let mut decoder = FrameDecoder::new();
     decoder.push(&[0, 0, 0], |_| {}).unwrap();
@@ -159,7 +182,14 @@ fn max_length_u32_does_not_overflow() {
     decoder
         .push(&[1, 0xff, 0xff, 0xff, 0xff, 9, 9], |h| seen.push(h))
         .unwrap();
-    assert_eq!(seen[0].wire_length(), u64::from(u32::MAX) + 5);
+    // The message has not arrived: no event for it (a peer cannot inflate
+    // byte counts with a prefix it never fills).
+    assert!(seen.is_empty());
+    let header = FrameHeader {
+        compressed: true,
+        length: u32::MAX,
+    };
+    assert_eq!(header.wire_length(), u64::from(u32::MAX) + 5);
     assert_eq!(
         decoder.finish(),
         Err(FrameError::Truncated {

@@ -19,7 +19,8 @@ pin_project! {
     /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
     ///
     /// Data frames pass through untouched; their gRPC message prefixes are
-    /// decoded incrementally and reported as `InPayload` / `OutPayload`.
+    /// decoded incrementally, and each message is reported as `InPayload` /
+    /// `OutPayload` once its last byte has passed.
     /// On the response body, trailers are reported and `End` is delivered
     /// at trailers, at end of stream, on error, or when the body is dropped
     /// first (then with `Cancelled` unless a status was already seen).
@@ -185,20 +186,25 @@ fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
 }
 
 /// The body ended without trailers: a message cut short is a framing
-/// error, and on the response body the RPC ends `Unknown`, as tonic
-/// reports a missing status.
+/// error, and on the response body the RPC ends as tonic's decoder
+/// reports it: `Internal` after a message cut short ("Unexpected EOF
+/// decoding stream"), else `Unknown` (a missing status).
 fn body_complete<H: StatsHandler>(
     recorder: &mut Option<RecordRef<H>>,
     decoder: &FrameDecoder,
     direction: Direction,
     ends_rpc: bool,
 ) {
-    let error = framing_error_at_end(decoder, direction).map(|error| (error, None));
+    let error = framing_error_at_end(decoder, direction);
+    let fallback = match &error {
+        Some(RpcError::Frame { error, .. }) => error.code(),
+        _ => Code::Unknown,
+    };
     body_over(
         recorder,
         ends_rpc,
-        error,
-        Code::Unknown,
+        error.map(|error| (error, None)),
+        fallback,
         Some(RpcError::MissingStatus),
     );
 }

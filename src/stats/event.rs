@@ -59,6 +59,12 @@ pub enum ConnEvent {
 }
 
 /// One gRPC message seen on a body (grpc-go `InPayload` / `OutPayload`).
+///
+/// Delivered once the whole message (its 5-byte prefix and every byte the
+/// prefix announces) has passed through the body, as grpc-go does: a
+/// message that never completes gives no payload event (the stream ending
+/// inside it is reported in [`End::error`]), so a peer cannot inflate byte
+/// counts with a length prefix it never fills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Payload {
     /// The message length on the wire without the 5-byte prefix. For a
@@ -69,8 +75,8 @@ pub struct Payload {
     pub wire_length: u64,
     /// Whether the message's compressed flag was set.
     pub compressed: bool,
-    /// When the message's prefix was seen (messages whose prefixes arrive
-    /// in one body chunk share one reading). `None` when no handler of the
+    /// When the message's last byte was seen (messages that complete in
+    /// one body chunk share one reading). `None` when no handler of the
     /// layer asked for payload times
     /// ([`StatsHandler::PAYLOAD_TIMES`](super::StatsHandler::PAYLOAD_TIMES)).
     pub time: Option<Instant>,
@@ -79,7 +85,27 @@ pub struct Payload {
 /// The end of an RPC (grpc-go `End`). Exactly one per `Begin`.
 #[derive(Debug, Clone, Copy)]
 pub struct End<'a> {
-    /// The final status code.
+    /// The final status code: the code of the status the application saw,
+    /// as grpc-go's `End.Error`.
+    ///
+    /// - Client: the code tonic hands the caller, with h2/hyper errors
+    ///   mapped as tonic's `Status::from_error` maps them (a stream reset
+    ///   with `CANCEL` is `Cancelled`, GOAWAY `ENHANCE_YOUR_CALM`
+    ///   `ResourceExhausted`, a protocol error such as oversized response
+    ///   headers `Internal`), and malformed response framing as tonic's
+    ///   decoder reports it (flag other than 0/1 or a message cut short:
+    ///   `Internal`, also when `grpc-status: 0` follows; a length over the
+    ///   layer's limit: `OutOfRange`). Two cases follow grpc-go where
+    ///   tonic says otherwise: the call's own deadline passing is
+    ///   `DeadlineExceeded` (tonic: `Cancelled`, "Timeout expired"), and a
+    ///   connection that broke under the call is `Unavailable` (tonic:
+    ///   `Unknown`, "h2 protocol error").
+    /// - Server: the status sent to the client, unless the client reset the
+    ///   stream (or the connection broke) first: then `Cancelled` (or the
+    ///   code of that failure), whatever the handler answers afterwards.
+    /// - Both: `Cancelled` when the call is dropped before its status is
+    ///   known, and `DeadlineExceeded` instead of `Cancelled` once the
+    ///   request's deadline (`grpc-timeout`) has passed.
     pub code: Code,
     /// The status message from `grpc-message` (percent-decoded), empty when
     /// there was none.
@@ -94,13 +120,16 @@ pub struct End<'a> {
 
 /// An RPC event, in grpc-go's order.
 ///
-/// Server: `Begin`, `InHeader`, `InPayload`*, `OutHeader`, `OutPayload`*,
-/// `OutTrailer`, `End`. Client: `Begin`, `OutHeader`, `OutPayload`*,
+/// Server: `InHeader`, `Begin`, `InPayload`*, `OutHeader`, `OutPayload`*,
+/// `OutTrailer`, `End` (grpc-go: "Begin is called after the InHeader
+/// event"). Client: `Begin`, `OutHeader`, `OutPayload`*,
 /// `InHeader`, `InPayload`*, `InTrailer`, `End`. Request and response
 /// payloads interleave as they happen in streaming RPCs. A trailers-only
 /// response (status in the headers, no body) gives `OutTrailer` /
 /// `InTrailer` with those headers and no `OutHeader` / `InHeader`, as in
-/// grpc-go.
+/// grpc-go. Once the client has reset the stream (or the connection broke),
+/// the server's later `OutHeader`, `OutPayload` and `OutTrailer` are not
+/// delivered: as in grpc-go, nothing more is written to a closed stream.
 #[derive(Debug, Clone, Copy)]
 pub enum RpcEvent<'a> {
     /// The RPC began.

@@ -5,9 +5,14 @@
 //! Bodies arrive in arbitrary chunks: one chunk may hold many messages and
 //! one message may span many chunks. [`FrameDecoder`] is a pure state
 //! machine (no I/O, no buffering of message bytes) that reports each
-//! message's header as soon as its 5-byte prefix is complete.
+//! message's header once the whole message has arrived (grpc-go emits a
+//! payload event only for a message it received in full): a prefix that
+//! promises more bytes than ever come is reported by
+//! [`finish`](FrameDecoder::finish) as truncation, never as a message.
 
 use std::fmt;
+
+use tonic::Code;
 
 /// gRPC's message prefix: 1 flag byte + 4 length bytes.
 pub const PREFIX_LEN: usize = 5;
@@ -71,10 +76,23 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
+impl FrameError {
+    /// The status tonic's decoder gives a receiver for the same framing
+    /// (tonic `codec/decode.rs`): a flag other than 0/1 and a stream that
+    /// ends inside a message are `Internal`, a length over the limit is
+    /// `OutOfRange` (when this decoder's limit is tonic's).
+    pub fn code(&self) -> Code {
+        match self {
+            FrameError::BadFlag(_) | FrameError::Truncated { .. } => Code::Internal,
+            FrameError::TooLong { .. } => Code::OutOfRange,
+        }
+    }
+}
+
 /// Incremental gRPC frame decoder.
 ///
-/// Feed body chunks with [`push`](Self::push); each completed message
-/// prefix is reported once. Call [`finish`](Self::finish) at end of stream
+/// Feed body chunks with [`push`](Self::push); each message is reported
+/// once, when its last byte has arrived. Call [`finish`](Self::finish) at end of stream
 /// to detect truncation. After an error the decoder stays failed and
 /// reports the same error again.
 ///
@@ -83,10 +101,12 @@ impl std::error::Error for FrameError {}
 ///
 /// let mut decoder = FrameDecoder::new();
 /// let mut seen = Vec::new();
-/// // Two messages ("hi" and "!"), split at an awkward place.
+/// // Two messages ("hi" and "!"), split at awkward places.
 /// let wire = [0, 0, 0, 0, 2, b'h', b'i', 0, 0, 0, 0, 1, b'!'];
 /// decoder.push(&wire[..3], |h| seen.push(h)).unwrap();
-/// decoder.push(&wire[3..], |h| seen.push(h)).unwrap();
+/// decoder.push(&wire[3..6], |h| seen.push(h)).unwrap();
+/// assert!(seen.is_empty(), "\"hi\" has not fully arrived yet");
+/// decoder.push(&wire[6..], |h| seen.push(h)).unwrap();
 /// decoder.finish().unwrap();
 /// assert_eq!(seen, [
 ///     FrameHeader { compressed: false, length: 2 },
@@ -98,6 +118,8 @@ pub struct FrameDecoder {
     prefix: [u8; PREFIX_LEN],
     prefix_filled: u8,
     body_remaining: u32,
+    /// The message whose bytes are arriving (while `body_remaining > 0`).
+    current: FrameHeader,
     max_message_len: u32,
     failed: Option<FrameError>,
 }
@@ -120,13 +142,17 @@ impl FrameDecoder {
             prefix: [0; PREFIX_LEN],
             prefix_filled: 0,
             body_remaining: 0,
+            current: FrameHeader {
+                compressed: false,
+                length: 0,
+            },
             max_message_len: limit,
             failed: None,
         }
     }
 
     /// Consumes one body chunk, calling `on_message` for each message whose
-    /// prefix completes inside it, in order.
+    /// last byte is inside it, in order.
     pub fn push(
         &mut self,
         mut chunk: &[u8],
@@ -141,6 +167,9 @@ impl FrameDecoder {
                 // `skip` <= body_remaining, which is a u32.
                 self.body_remaining -= skip as u32;
                 chunk = &chunk[skip..];
+                if self.body_remaining == 0 {
+                    on_message(self.current);
+                }
                 continue;
             }
             let prefix = match (self.prefix_filled, chunk.first_chunk::<PREFIX_LEN>()) {
@@ -165,8 +194,12 @@ impl FrameDecoder {
             let header = self.parse_prefix(prefix).inspect_err(|error| {
                 self.failed = Some(error.clone());
             })?;
-            self.body_remaining = header.length;
-            on_message(header);
+            if header.length == 0 {
+                on_message(header);
+            } else {
+                self.current = header;
+                self.body_remaining = header.length;
+            }
         }
         Ok(())
     }
@@ -186,13 +219,14 @@ impl FrameDecoder {
         (header.length as usize == message.len()).then_some(header)
     }
 
-    /// Consumes a chunk that lies inside the current message's bytes (no
-    /// prefix in it), if it does; `false` (nothing consumed) otherwise.
+    /// Consumes a chunk that lies inside the current message's bytes and
+    /// does not complete it (nothing to report), if it does; `false`
+    /// (nothing consumed) otherwise.
     #[inline]
     pub(crate) fn skip_inside_message(&mut self, len: usize) -> bool {
         let inside = self.prefix_filled == 0
             && self.failed.is_none()
-            && usize::try_from(self.body_remaining).is_ok_and(|remaining| remaining >= len);
+            && usize::try_from(self.body_remaining).is_ok_and(|remaining| remaining > len);
         if inside {
             // `len` <= body_remaining, which is a u32.
             self.body_remaining -= len as u32;
@@ -254,10 +288,12 @@ mod tests {
         (seen, decoder)
     }
 
-    fn state(decoder: &FrameDecoder) -> (u8, u32, Option<FrameError>) {
+    /// The decoder's position (`current` only matters inside a message).
+    fn state(decoder: &FrameDecoder) -> (u8, u32, Option<FrameHeader>, Option<FrameError>) {
         (
             decoder.prefix_filled,
             decoder.body_remaining,
+            (decoder.body_remaining > 0).then_some(decoder.current),
             decoder.failed.clone(),
         )
     }
@@ -265,9 +301,10 @@ mod tests {
     #[test]
     fn the_fast_paths_agree_with_push() {
         let message = [1u8, 0, 0, 0, 3, b'a', b'b', b'c'];
-        let chunks: [&[u8]; 8] = [
+        let chunks: [&[u8]; 9] = [
             &message,
             &message[..7],
+            &message[7..],
             &message[..4],
             &[0, 0, 0, 0, 0],
             &[0, 0, 0, 0, 0, 0],

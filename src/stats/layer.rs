@@ -19,6 +19,7 @@ use super::body::ObservedBody;
 use super::combined::Chain;
 use super::conn::ConnTag;
 use super::event::{Direction, RpcError, RpcInfo, Side};
+use super::frame::DEFAULT_MAX_MESSAGE_LEN;
 use super::pool::{LayerShared, PoolOwner, RecordRef};
 use super::recorder::{RpcRecorder, classify_error};
 
@@ -104,7 +105,7 @@ impl CombinedLayer<(), ServerSide> {
     pub fn server() -> Self {
         Self {
             handler: Arc::new(()),
-            max_message_len: u32::MAX,
+            max_message_len: DEFAULT_MAX_MESSAGE_LEN,
             side: PhantomData,
         }
     }
@@ -115,7 +116,7 @@ impl CombinedLayer<(), ClientSide> {
     pub fn client() -> Self {
         Self {
             handler: Arc::new(()),
-            max_message_len: u32::MAX,
+            max_message_len: DEFAULT_MAX_MESSAGE_LEN,
             side: PhantomData,
         }
     }
@@ -124,8 +125,16 @@ impl CombinedLayer<(), ClientSide> {
 impl<H, K> CombinedLayer<H, K> {
     /// Reports messages longer than `limit` bytes as a framing error in
     /// [`End::error`](super::End::error) (and stops decoding that body's
-    /// framing). The default is no limit: the layer observes, it does not
-    /// enforce (tonic's own limits still apply).
+    /// framing; no payload event for it). The layer observes, it does not
+    /// enforce: tonic's own limits decide what the application sees.
+    ///
+    /// The default is tonic's default decoding limit, 4 MiB
+    /// ([`DEFAULT_MAX_MESSAGE_LEN`](super::frame::DEFAULT_MAX_MESSAGE_LEN)).
+    /// Keep the two equal: if you raise tonic's limit
+    /// (`max_decoding_message_size`), raise this one to match, so that
+    /// messages tonic accepts are counted and a client call that tonic
+    /// fails for a too-long response ends `OutOfRange`, as its caller saw.
+    #[must_use]
     pub fn max_message_len(mut self, limit: u32) -> Self {
         self.max_message_len = limit;
         self

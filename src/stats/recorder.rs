@@ -1,6 +1,7 @@
 //! The per-RPC shared record: every handler's state inline behind one
 //! mutex, plus what is needed to deliver exactly one `End`.
 
+use std::error::Error as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use tonic::Code;
 
 use super::StatsHandler;
 use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
-use super::frame::FrameHeader;
+use super::frame::{FrameError, FrameHeader};
 use super::pool::{LayerShared, RecordRef};
 
 // Pre-built names: a lookup by `&HeaderName` skips parsing the name.
@@ -67,9 +68,10 @@ impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
 }
 
 impl<H: StatsHandler> RpcRecorder<H> {
-    /// Tags the RPC, delivers `Begin`, then the request-headers event
-    /// (`InHeader` on the server, `OutHeader` on the client). The record is
-    /// an idle one from the layer's free list when there is one.
+    /// Tags the RPC and delivers `Begin` and the request-headers event in
+    /// grpc-go's order: `InHeader` then `Begin` on the server, `Begin` then
+    /// `OutHeader` on the client. The record is an idle one from the
+    /// layer's free list when there is one.
     pub(crate) fn begin(
         shared: &Arc<LayerShared<H>>,
         info: &RpcInfo<'_>,
@@ -79,20 +81,22 @@ impl<H: StatsHandler> RpcRecorder<H> {
         let handler = &*shared.handler;
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
-        handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin_time });
-        let header_event = match info.side {
-            Side::Server => RpcEvent::InHeader(request_headers),
-            Side::Client => RpcEvent::OutHeader(request_headers),
-        };
-        handler.handle_rpc(&mut state, &header_event);
-        // The server learns its deadline from `grpc-timeout`; a client's
-        // own timeout surfaces as tonic's `TimeoutExpired` error instead.
-        let deadline = match info.side {
-            Side::Server => find(request_headers, &GRPC_TIMEOUT)
-                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
-                .and_then(|timeout| begin_time.checked_add(timeout)),
-            Side::Client => None,
-        };
+        let begin = RpcEvent::Begin { time: begin_time };
+        match info.side {
+            Side::Server => {
+                handler.handle_rpc(&mut state, &RpcEvent::InHeader(request_headers));
+                handler.handle_rpc(&mut state, &begin);
+            }
+            Side::Client => {
+                handler.handle_rpc(&mut state, &begin);
+                handler.handle_rpc(&mut state, &RpcEvent::OutHeader(request_headers));
+            }
+        }
+        // Both sides learn the deadline from `grpc-timeout` (tonic's
+        // `Request::set_timeout` writes it on the client).
+        let deadline = find(request_headers, &GRPC_TIMEOUT)
+            .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+            .and_then(|timeout| begin_time.checked_add(timeout));
         let record = match shared.take_idle() {
             Some(mut idle) => match Arc::get_mut(&mut idle) {
                 // Unshared (it was unique when returned, and taking it from
@@ -210,7 +214,7 @@ impl<H: StatsHandler> Rpc<'_, H> {
         header: FrameHeader,
         time: Option<Instant>,
     ) {
-        if self.core.ended {
+        if self.core.ended || (direction == Direction::Outbound && self.stream_closed()) {
             return;
         }
         let payload = Payload {
@@ -232,7 +236,7 @@ impl<H: StatsHandler> Rpc<'_, H> {
     pub(crate) fn response_headers(&mut self, headers: &HeaderMap, body_is_empty: bool) {
         if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
             self.trailers(headers);
-        } else if !self.core.ended {
+        } else if !self.core.ended && !self.stream_closed() {
             self.deliver(&match self.facts.side {
                 Side::Server => RpcEvent::OutHeader(headers),
                 Side::Client => RpcEvent::InHeader(headers),
@@ -243,20 +247,43 @@ impl<H: StatsHandler> Rpc<'_, H> {
     /// The response's trailers close the RPC: records their status,
     /// delivers the trailer event (`OutTrailer` on the server, `InTrailer`
     /// on the client) and `End`. `error` is a framing error found at the
-    /// end of the body.
+    /// end of the body: a message cut short turns an OK (or missing) status
+    /// into `Internal`, as the receiver's decoder reports it.
     pub(crate) fn trailers_then_end(&mut self, trailers: &HeaderMap, error: Option<RpcError>) {
-        if let Some(error) = error {
-            self.core.record_error(error, None);
+        match error {
+            None => self.trailers(trailers),
+            Some(error) => self.trailers_after_framing_error(trailers, error),
         }
-        self.trailers(trailers);
         self.end_with(Code::Unknown, Some(RpcError::MissingStatus));
     }
 
+    #[cold]
+    fn trailers_after_framing_error(&mut self, trailers: &HeaderMap, error: RpcError) {
+        let truncated = matches!(
+            error,
+            RpcError::Frame {
+                error: FrameError::Truncated { .. },
+                ..
+            }
+        );
+        self.core.record_error(error, None);
+        self.trailers(trailers);
+        if truncated && matches!(self.core.code, None | Some(Code::Ok)) {
+            self.core.code = Some(Code::Internal);
+        }
+    }
+
+    /// Records the status in `trailers` (unless a status is already
+    /// recorded: the first one wins, so a status the server writes after
+    /// the client reset the stream does not replace `Cancelled`) and
+    /// delivers the trailer event.
     fn trailers(&mut self, trailers: &HeaderMap) {
-        if self.core.ended {
+        if self.core.ended || self.stream_closed() {
             return;
         }
-        if let Some(status) = find(trailers, &GRPC_STATUS) {
+        if self.core.code.is_none()
+            && let Some(status) = find(trailers, &GRPC_STATUS)
+        {
             let code = Code::from_bytes(status.as_bytes());
             self.core.code = Some(code);
             // tonic sends no message with OK; skip the second lookup then.
@@ -271,6 +298,15 @@ impl<H: StatsHandler> Rpc<'_, H> {
         });
     }
 
+    /// On the server, a status recorded before the response's trailers
+    /// comes from the request body failing: the client reset the stream
+    /// or the connection broke. Nothing the server sends afterwards
+    /// reaches the client, and grpc-go reports no outbound event for it.
+    #[inline(always)]
+    fn stream_closed(&self) -> bool {
+        self.facts.side == Side::Server && self.core.code.is_some()
+    }
+
     /// Records an error; the first one is kept.
     pub(crate) fn record_error(&mut self, error: RpcError, code: Option<Code>) {
         self.core.record_error(error, code);
@@ -278,8 +314,7 @@ impl<H: StatsHandler> Rpc<'_, H> {
 
     /// Records `error` (if any, with `code`) and delivers `End` once. The
     /// code is the recorded status, else `fallback` (and `fallback_error`
-    /// is recorded); a `Cancelled` fallback after the request's deadline
-    /// becomes `DeadlineExceeded`.
+    /// is recorded); see [`final_code`](Self::final_code).
     pub(crate) fn end(
         &mut self,
         error: Option<(RpcError, Option<Code>)>,
@@ -300,12 +335,10 @@ impl<H: StatsHandler> Rpc<'_, H> {
         core.ended = true;
         let facts = self.facts;
         let end_time = Instant::now();
-        let code = core.code.unwrap_or_else(|| match fallback {
-            Code::Cancelled if facts.deadline.is_some_and(|d| end_time >= d) => {
-                Code::DeadlineExceeded
-            }
-            other => other,
-        });
+        let code = match core.code {
+            Some(Code::Cancelled) | None => Self::final_code(facts, core, fallback, end_time),
+            Some(code) => code,
+        };
         if core.error.is_none() && core.code.is_none() {
             core.error = fallback_error;
         }
@@ -322,8 +355,40 @@ impl<H: StatsHandler> Rpc<'_, H> {
             .handle_rpc(&mut core.state, &RpcEvent::End(end));
     }
 
+    /// The code of an RPC that recorded no status, or `Cancelled`:
+    /// - a client call given up (dropped) after a framing error on its
+    ///   response ends with that error's code: tonic's decoder handed the
+    ///   caller that status, and the caller then dropped the call;
+    /// - `Cancelled` at or after the request's deadline is
+    ///   `DeadlineExceeded` (grpc-go: the deadline cancelled the call).
+    #[cold]
+    fn final_code(
+        facts: &Facts<H>,
+        core: &Core<H::RpcState>,
+        fallback: Code,
+        end_time: Instant,
+    ) -> Code {
+        let code = match (core.code, &core.error, facts.side) {
+            (Some(code), _, _) => code,
+            (
+                None,
+                Some(RpcError::Frame {
+                    direction: Direction::Inbound,
+                    error,
+                }),
+                Side::Client,
+            ) if fallback == Code::Cancelled => error.code(),
+            (None, _, _) => fallback,
+        };
+        if code == Code::Cancelled && facts.deadline.is_some_and(|d| end_time >= d) {
+            Code::DeadlineExceeded
+        } else {
+            code
+        }
+    }
+
     /// The end for a body or future dropped early: the recorded status if
-    /// any, else `Cancelled`.
+    /// any, else `Cancelled` (see [`final_code`](Self::final_code)).
     pub(crate) fn end_dropped(&mut self) {
         self.end(None, Code::Cancelled, Some(RpcError::Cancelled));
     }
@@ -410,25 +475,69 @@ fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
     })
 }
 
-/// Maps an error from the inner service to a status code: a `tonic::Status`
-/// anywhere in the source chain gives its code, tonic's `TimeoutExpired`
-/// gives `DeadlineExceeded`, a connect failure `Unavailable`, anything else
-/// `Unknown`.
+/// Maps an error from the inner service or a body to the status code
+/// tonic hands the caller for it (`Status::from_error`): a `tonic::Status`
+/// anywhere in the source chain gives its code, an `h2::Error` (on top, or
+/// under a `hyper::Error`) its reset reason's code, a hyper timeout
+/// `Unavailable`, a hyper cancellation `Cancelled`, a connect failure
+/// `Unavailable`, anything else `Unknown`. Two departures, to match
+/// grpc-go: tonic's `TimeoutExpired` (the call's own deadline) is
+/// `DeadlineExceeded` (tonic: `Cancelled`), and a connection that broke
+/// (an I/O error under hyper or h2, which tonic reports as `Unknown`) is
+/// `Unavailable`.
 pub(crate) fn classify_error(error: &(dyn std::error::Error + 'static)) -> Code {
+    if let Some(h2) = error.downcast_ref::<h2::Error>() {
+        return code_from_h2(h2);
+    }
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(status) = error.downcast_ref::<tonic::Status>() {
-            return status.code();
-        }
-        if error.is::<tonic::TimeoutExpired>() {
+            // tonic's `Unknown` may wrap a broken connection: look under it.
+            if status.code() != Code::Unknown {
+                return status.code();
+            }
+        } else if error.is::<tonic::TimeoutExpired>() {
             return Code::DeadlineExceeded;
-        }
-        if error.is::<tonic::ConnectError>() {
+        } else if error.is::<tonic::ConnectError>() || error.is::<std::io::Error>() {
             return Code::Unavailable;
+        } else if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
+            if hyper.is_timeout() {
+                return Code::Unavailable;
+            }
+            if hyper.is_canceled() {
+                return Code::Cancelled;
+            }
+            if let Some(h2) = hyper.source().and_then(|e| e.downcast_ref::<h2::Error>()) {
+                return code_from_h2(h2);
+            }
         }
         current = error.source();
     }
     Code::Unknown
+}
+
+/// tonic's mapping of an h2 error's reason (gRPC's PROTOCOL-HTTP2.md), and
+/// `Unavailable` for a broken connection (grpc-go; tonic: `Unknown`).
+fn code_from_h2(error: &h2::Error) -> Code {
+    use h2::Reason;
+    match error.reason() {
+        Some(
+            Reason::NO_ERROR
+            | Reason::PROTOCOL_ERROR
+            | Reason::INTERNAL_ERROR
+            | Reason::FLOW_CONTROL_ERROR
+            | Reason::SETTINGS_TIMEOUT
+            | Reason::FRAME_SIZE_ERROR
+            | Reason::COMPRESSION_ERROR
+            | Reason::CONNECT_ERROR,
+        ) => Code::Internal,
+        Some(Reason::REFUSED_STREAM) => Code::Unavailable,
+        Some(Reason::CANCEL) => Code::Cancelled,
+        Some(Reason::ENHANCE_YOUR_CALM) => Code::ResourceExhausted,
+        Some(Reason::INADEQUATE_SECURITY) => Code::PermissionDenied,
+        None if error.is_io() => Code::Unavailable,
+        _ => Code::Unknown,
+    }
 }
 
 #[cfg(test)]
@@ -482,7 +591,31 @@ mod tests {
             classify_error(&tonic::TimeoutExpired(())),
             Code::DeadlineExceeded
         );
+        // A broken connection: `Unavailable`, as grpc-go (tonic: `Unknown`).
         let io = std::io::Error::other("boom");
-        assert_eq!(classify_error(&io), Code::Unknown);
+        assert_eq!(classify_error(&io), Code::Unavailable);
+        let wrapped = tonic::Status::from_error(Box::new(std::io::Error::other("cut")));
+        assert_eq!(wrapped.code(), Code::Unknown, "tonic's own mapping");
+        assert_eq!(classify_error(&wrapped), Code::Unavailable);
+        let other: Box<dyn std::error::Error> = "not transport".into();
+        assert_eq!(classify_error(&*other), Code::Unknown);
+    }
+
+    #[test]
+    fn h2_reasons_map_as_tonic_maps_them() {
+        use h2::Reason;
+        for (reason, code) in [
+            (Reason::NO_ERROR, Code::Internal),
+            (Reason::PROTOCOL_ERROR, Code::Internal),
+            (Reason::REFUSED_STREAM, Code::Unavailable),
+            (Reason::CANCEL, Code::Cancelled),
+            (Reason::ENHANCE_YOUR_CALM, Code::ResourceExhausted),
+            (Reason::INADEQUATE_SECURITY, Code::PermissionDenied),
+        ] {
+            let error = h2::Error::from(reason);
+            let tonic_code = tonic::Status::from_error(Box::new(h2::Error::from(reason))).code();
+            assert_eq!(classify_error(&error), code, "{reason:?}");
+            assert_eq!(tonic_code, code, "{reason:?}: tonic agrees");
+        }
     }
 }
