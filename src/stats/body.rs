@@ -133,8 +133,8 @@ where
 }
 
 /// Payload events for one data chunk. The usual chunk is one whole
-/// message, or lies inside a message (no prefix to report); anything else
-/// goes to the general decoder, out of line.
+/// message, or lies inside a message without completing it (nothing to
+/// report); anything else goes to the general decoder, out of line.
 #[inline(always)]
 fn observe_data<H: StatsHandler>(
     recorder: &mut RecordRef<H>,
@@ -149,8 +149,9 @@ fn observe_data<H: StatsHandler>(
     }
 }
 
-/// Payload events for a chunk holding several prefixes, part of one, or a
-/// malformed one: the chunk's messages share one lock and one clock read.
+/// Payload events for a chunk holding several messages, the end of one,
+/// part of a prefix, or a malformed one: the messages it completes share
+/// one lock and one clock read.
 #[inline(never)]
 fn observe_chunk<H: StatsHandler>(
     recorder: &mut RecordRef<H>,

@@ -20,10 +20,12 @@
 //!   states visible to that connection's RPCs ([`StatsHandler::tag_rpc`]).
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
-//! 5-byte length prefix across any body chunk split. Exactly one
+//! 5-byte length prefix across any body chunk split; a message is reported
+//! once all of it has passed, as in grpc-go. Exactly one
 //! [`RpcEvent::End`] is delivered per `Begin`, including when the call is
 //! dropped (cancelled), the deadline passes or a body fails; events that
-//! would arrive after `End` are not delivered.
+//! would arrive after `End` are not delivered. [`End::code`] is the status
+//! the application saw, as grpc-go's `End.Error`.
 //!
 //! A server and a client, each with two handlers, over 127.0.0.1:
 //!

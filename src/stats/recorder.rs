@@ -205,9 +205,10 @@ impl<H: StatsHandler> Rpc<'_, H> {
         H::PAYLOAD_TIMES.then(Instant::now)
     }
 
-    /// Delivers the payload event for one decoded message prefix (unless
-    /// the RPC has ended). Messages whose prefixes one body chunk holds
-    /// share one `time` (they arrived together).
+    /// Delivers the payload event for one message that has fully arrived
+    /// (unless the RPC has ended, or, on the server, the client already
+    /// reset the stream). Messages that complete in one body chunk share
+    /// one `time` (they arrived together).
     pub(crate) fn payload(
         &mut self,
         direction: Direction,
