@@ -26,8 +26,9 @@ use http::{HeaderName, HeaderValue, Request, Response};
 use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
-use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, TenantIds};
-use tower::{Layer, Service};
+use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
+use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
+use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -202,6 +203,118 @@ where
     });
 }
 
+/// A request as the client layers see it below a generated client: `te`
+/// and `content-type` set, the method in the extensions, and `chain`
+/// attached (if any).
+fn client_request(chain: Option<&OutgoingMetadata>) -> Request<Body> {
+    let mut grpc = tonic::Request::new(());
+    grpc.extensions_mut()
+        .insert(tonic::GrpcMethod::new(SERVICE, "Say"));
+    if let Some(chain) = chain {
+        grpc.set_outgoing_metadata(chain.clone());
+    }
+    let (metadata, extensions, ()) = grpc.into_parts();
+    let mut request = Request::new(Body::empty());
+    *request.headers_mut() = metadata.into_headers();
+    *request.extensions_mut() = extensions;
+    request
+        .headers_mut()
+        .insert(http::header::TE, HeaderValue::from_static("trailers"));
+    request.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    request
+}
+
+/// One call through an always-ready client-side service, polled once.
+fn client_call<S>(service: &mut S, request: Request<Body>) -> Option<Response<Body>>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError>,
+{
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(service.call(request)).poll(&mut cx) {
+        std::task::Poll::Ready(Ok(response)) => Some(response),
+        _ => None,
+    }
+}
+
+/// The client layers (`SetOrgIdLayer` with and without an
+/// `OutgoingMetadataLayer`, in both orders) on a no-op service: a chain of
+/// two pairs attached to the request, without an org id and with the same
+/// org id as the layer's.
+fn client_layer(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tenant/client_layer");
+    let no_op = NoOp::new();
+    let id = OrgId::new(ORG_ID).unwrap_or_else(|e| panic!("{e}"));
+    let plain = OutgoingMetadata::new()
+        .append_static("x-request-id", "42")
+        .and_then(|chain| chain.append_static("x-trace-id", "abc"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with_id = plain
+        .append_static(tenant::ORG_ID_HEADER, ORG_ID)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let set_over_md = || {
+        ServiceBuilder::new()
+            .layer(SetOrgIdLayer::new(id.clone()))
+            .layer(OutgoingMetadataLayer::new())
+            .service(no_op.clone())
+    };
+    let md_over_set = || {
+        ServiceBuilder::new()
+            .layer(OutgoingMetadataLayer::new())
+            .layer(SetOrgIdLayer::new(id.clone()))
+            .service(no_op.clone())
+    };
+    let mut bare = tower::util::MapErrLayer::new(BoxError::from).layer(no_op.clone());
+    let mut set_only = SetOrgIdLayer::new(id.clone()).layer(no_op.clone());
+    let (mut a, mut b) = (set_over_md(), set_over_md());
+    let (mut c2, mut d) = (md_over_set(), md_over_set());
+    type Call<'a> = Box<dyn FnMut(Request<Body>) -> Option<Response<Body>> + 'a>;
+    let rows: [(&str, Option<&OutgoingMetadata>, Call<'_>); 6] = [
+        (
+            "no_layer (no-op service)",
+            None,
+            Box::new(|r| client_call(&mut bare, r)),
+        ),
+        (
+            "SetOrgId, no chain",
+            None,
+            Box::new(|r| client_call(&mut set_only, r)),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain without id",
+            Some(&plain),
+            Box::new(|r| client_call(&mut a, r)),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain with same id",
+            Some(&with_id),
+            Box::new(|r| client_call(&mut b, r)),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain without id",
+            Some(&plain),
+            Box::new(|r| client_call(&mut c2, r)),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain with same id",
+            Some(&with_id),
+            Box::new(|r| client_call(&mut d, r)),
+        ),
+    ];
+    for (name, chain, mut service) in rows {
+        let batch = || {
+            no_op.clear();
+            client_request(chain)
+        };
+        group.bench_function(name, |b| {
+            b.iter_batched(batch, |request| service(request), FRESH_AND_HOT)
+        });
+    }
+    group.finish();
+}
+
 /// Calls per timed round of [`interleaved_overhead`]: one criterion batch.
 const ROUND_CALLS: usize = 64;
 
@@ -284,7 +397,7 @@ fn report_allocations() {
     }
 }
 
-criterion_group!(benches, extraction, tenant_ids, server_layer);
+criterion_group!(benches, extraction, tenant_ids, server_layer, client_layer);
 
 fn main() {
     report_allocations();
