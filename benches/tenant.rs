@@ -239,14 +239,87 @@ where
     }
 }
 
-/// The client layers (`SetOrgIdLayer` with and without an
-/// `OutgoingMetadataLayer`, in both orders) on a no-op service: a chain of
-/// two pairs attached to the request, without an org id and with the same
-/// org id as the layer's.
-fn client_layer(c: &mut Criterion) {
-    let mut group = c.benchmark_group("tenant/client_layer");
-    let no_op = NoOp::new();
+/// A benched client-side service: `SetOrgId` / `OutgoingMetadataService`
+/// stacks over the no-op service, type-erased so that rows share one loop.
+type ClientService<'a> = Box<dyn FnMut(Request<Body>) -> Option<Response<Body>> + 'a>;
+
+/// Boxes `service` as a [`ClientService`].
+fn client_service<'a, S>(mut service: S) -> ClientService<'a>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError> + 'a,
+{
+    Box::new(move |request| client_call(&mut service, request))
+}
+
+/// The client-layer rows: name, the chain attached to each request (two
+/// pairs, with or without the layer's org id), and the service. The layers
+/// are `SetOrgIdLayer` alone and over / under an `OutgoingMetadataLayer`.
+fn client_rows<'a>(
+    no_op: &NoOp,
+    plain: &'a OutgoingMetadata,
+    with_id: &'a OutgoingMetadata,
+) -> [(
+    &'static str,
+    Option<&'a OutgoingMetadata>,
+    ClientService<'a>,
+); 6] {
     let id = OrgId::new(ORG_ID).unwrap_or_else(|e| panic!("{e}"));
+    let set_over_md = || {
+        client_service(
+            ServiceBuilder::new()
+                .layer(SetOrgIdLayer::new(id.clone()))
+                .layer(OutgoingMetadataLayer::new())
+                .service(no_op.clone()),
+        )
+    };
+    let md_over_set = || {
+        client_service(
+            ServiceBuilder::new()
+                .layer(OutgoingMetadataLayer::new())
+                .layer(SetOrgIdLayer::new(id.clone()))
+                .service(no_op.clone()),
+        )
+    };
+    [
+        (
+            CLIENT_NO_LAYER,
+            None,
+            client_service(tower::util::MapErrLayer::new(BoxError::from).layer(no_op.clone())),
+        ),
+        (
+            "SetOrgId, no chain",
+            None,
+            client_service(SetOrgIdLayer::new(id.clone()).layer(no_op.clone())),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain without id",
+            Some(plain),
+            set_over_md(),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain with same id",
+            Some(with_id),
+            set_over_md(),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain without id",
+            Some(plain),
+            md_over_set(),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain with same id",
+            Some(with_id),
+            md_over_set(),
+        ),
+    ]
+}
+
+/// The baseline of the client-layer rows: the no-op service called bare.
+const CLIENT_NO_LAYER: &str = "no_layer (no-op service)";
+
+/// The two chains of the client rows: two pairs, and the same with the
+/// layer's org id appended.
+fn client_chains() -> (OutgoingMetadata, OutgoingMetadata) {
     let plain = OutgoingMetadata::new()
         .append_static("x-request-id", "42")
         .and_then(|chain| chain.append_static("x-trace-id", "abc"))
@@ -254,56 +327,14 @@ fn client_layer(c: &mut Criterion) {
     let with_id = plain
         .append_static(tenant::ORG_ID_HEADER, ORG_ID)
         .unwrap_or_else(|e| panic!("{e}"));
-    let set_over_md = || {
-        ServiceBuilder::new()
-            .layer(SetOrgIdLayer::new(id.clone()))
-            .layer(OutgoingMetadataLayer::new())
-            .service(no_op.clone())
-    };
-    let md_over_set = || {
-        ServiceBuilder::new()
-            .layer(OutgoingMetadataLayer::new())
-            .layer(SetOrgIdLayer::new(id.clone()))
-            .service(no_op.clone())
-    };
-    let mut bare = tower::util::MapErrLayer::new(BoxError::from).layer(no_op.clone());
-    let mut set_only = SetOrgIdLayer::new(id.clone()).layer(no_op.clone());
-    let (mut a, mut b) = (set_over_md(), set_over_md());
-    let (mut c2, mut d) = (md_over_set(), md_over_set());
-    type Call<'a> = Box<dyn FnMut(Request<Body>) -> Option<Response<Body>> + 'a>;
-    let rows: [(&str, Option<&OutgoingMetadata>, Call<'_>); 6] = [
-        (
-            "no_layer (no-op service)",
-            None,
-            Box::new(|r| client_call(&mut bare, r)),
-        ),
-        (
-            "SetOrgId, no chain",
-            None,
-            Box::new(|r| client_call(&mut set_only, r)),
-        ),
-        (
-            "SetOrgId over OutgoingMetadata, chain without id",
-            Some(&plain),
-            Box::new(|r| client_call(&mut a, r)),
-        ),
-        (
-            "SetOrgId over OutgoingMetadata, chain with same id",
-            Some(&with_id),
-            Box::new(|r| client_call(&mut b, r)),
-        ),
-        (
-            "OutgoingMetadata over SetOrgId, chain without id",
-            Some(&plain),
-            Box::new(|r| client_call(&mut c2, r)),
-        ),
-        (
-            "OutgoingMetadata over SetOrgId, chain with same id",
-            Some(&with_id),
-            Box::new(|r| client_call(&mut d, r)),
-        ),
-    ];
-    for (name, chain, mut service) in rows {
+    (plain, with_id)
+}
+
+fn client_layer(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tenant/client_layer");
+    let no_op = NoOp::new();
+    let (plain, with_id) = client_chains();
+    for (name, chain, mut service) in client_rows(&no_op, &plain, &with_id) {
         let batch = || {
             no_op.clear();
             client_request(chain)
@@ -313,6 +344,31 @@ fn client_layer(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// The client layers' cost per call, interleaved with no layer: rounds of
+/// [`ROUND_CALLS`] calls on fresh requests (built untimed).
+fn interleaved_client_overhead() {
+    let no_op = NoOp::new();
+    let (plain, with_id) = client_chains();
+    let mut variants: Vec<(&str, Round<'_>)> = client_rows(&no_op, &plain, &with_id)
+        .into_iter()
+        .map(|(name, chain, mut service)| {
+            let no_op = no_op.clone();
+            let mut requests = Vec::with_capacity(ROUND_CALLS);
+            let mut responses = Vec::with_capacity(ROUND_CALLS);
+            let round: Round<'_> = Box::new(move || {
+                no_op.clear();
+                responses.clear();
+                requests.extend(std::iter::repeat_with(|| client_request(chain)).take(ROUND_CALLS));
+                let start = Instant::now();
+                responses.extend(requests.drain(..).map(&mut service));
+                start.elapsed()
+            });
+            (name, round)
+        })
+        .collect();
+    interleaved::print_overhead("client layer", &mut variants, 2_000, ROUND_CALLS as u32);
 }
 
 /// Calls per timed round of [`interleaved_overhead`]: one criterion batch.
@@ -405,6 +461,7 @@ fn main() {
     // costs more after the other groups have churned the allocator
     // (+47 instead of +43 ns in one run).
     interleaved_overhead();
+    interleaved_client_overhead();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }
