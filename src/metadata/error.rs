@@ -31,8 +31,10 @@ pub enum MetadataError {
         /// The largest accepted length.
         max: usize,
     },
-    /// The key is a header that tonic manages itself (`te`, `content-type`,
-    /// `grpc-status`, ...); user metadata may not set it.
+    /// The key is a header the gRPC transport manages itself (`te`,
+    /// `content-type`, `user-agent`, `grpc-timeout`, `grpc-status`, ...:
+    /// grpc-go's `isReservedHeader` set and tonic's); user metadata may not
+    /// set it.
     ReservedKey {
         /// The (lower-cased) key.
         key: String,
@@ -96,7 +98,7 @@ impl fmt::Display for MetadataError {
             }
             Self::ReservedKey { key } => write!(
                 f,
-                "metadata key {key:?} is reserved: tonic sets this header itself"
+                "metadata key {key:?} is reserved: the gRPC transport sets this header itself"
             ),
             Self::BinaryKeyWithAsciiValue { key } => write!(
                 f,

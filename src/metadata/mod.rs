@@ -25,8 +25,10 @@
 //!   generated client writes the chain straight into the request headers.
 //!
 //! Keys follow gRPC's rules (`0-9 a-z - _ .`, upper case lowered, `-bin`
-//! keys carry base64-encoded binary values); headers tonic manages
-//! (`te`, `content-type`, `grpc-status`, ...) are refused. The chain's size,
+//! keys carry base64-encoded binary values); headers the transport manages
+//! (grpc-go's `isReservedHeader` set: `te`, `content-type`, `user-agent`,
+//! `grpc-timeout`, `grpc-status`, ...) are refused when appended and
+//! dropped from a base map, as grpc-go's transport drops them. The chain's size,
 //! counted like HTTP/2's header-list size, is capped (15 KiB by default, so
 //! that it fits a default server's 16 KiB header list with tonic's own
 //! headers).
@@ -45,6 +47,7 @@
 //! # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 //! ```
 
+mod base;
 mod base64;
 mod delta;
 mod error;
@@ -129,20 +132,39 @@ impl OutgoingMetadata {
     }
 
     /// A chain on the base `map` with the default size limit, like grpc-go's
-    /// `NewOutgoingContext`. Headers tonic manages (`te`, `content-type`,
-    /// `grpc-status`, ...) are removed from the map.
+    /// `NewOutgoingContext`. Headers the transport manages (`te`,
+    /// `content-type`, `user-agent`, `grpc-timeout`, `grpc-status`, ...:
+    /// grpc-go's `isReservedHeader` set and tonic's) are removed from the
+    /// map, as grpc-go's transport drops them, so a map received from a
+    /// caller can be forwarded without its stale deadline; the other entries
+    /// keep their order.
     pub fn from_metadata_map(map: MetadataMap) -> Result<Self, MetadataError> {
         Self::new().with_base(map)
     }
 
     /// A new chain on the base `map`, keeping this handle's limit and
-    /// dropping everything this handle held. Headers tonic manages are
-    /// removed from the map; a map over the limit is an error.
+    /// dropping everything this handle held. Reserved headers are removed
+    /// from the map as in [`from_metadata_map`](Self::from_metadata_map),
+    /// and the remaining entries keep the map's iteration order (the FIFO
+    /// order [`iter`](Self::iter) and the wire show); a map over the limit
+    /// is an error.
+    ///
+    /// ```
+    /// use tonic::metadata::MetadataMap;
+    /// use tonic_hotpath::metadata::OutgoingMetadata;
+    ///
+    /// let mut incoming = MetadataMap::new();
+    /// incoming.insert("x-a", "1".parse().unwrap());
+    /// incoming.insert("grpc-timeout", "4999870u".parse().unwrap());
+    /// incoming.insert("x-b", "2".parse().unwrap());
+    /// let chain = OutgoingMetadata::new().with_base(incoming)?;
+    /// let keys: Vec<_> = chain.iter().map(|(name, _)| name.as_str()).collect();
+    /// assert_eq!(keys, ["x-a", "x-b"]);
+    /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+    /// ```
     pub fn with_base(&self, map: MetadataMap) -> Result<Self, MetadataError> {
         let mut headers = map.into_headers();
-        for reserved in key::RESERVED_KEYS {
-            headers.remove(reserved);
-        }
+        base::drop_reserved(&mut headers);
         let size = headers
             .iter()
             .map(|(name, value)| key::entry_size(name, value))
@@ -413,12 +435,12 @@ impl OutgoingMetadata {
 }
 
 impl fmt::Debug for OutgoingMetadata {
-    /// Prints keys in FIFO order; values only for a few protocol headers
-    /// (`user-agent`, `grpc-timeout`, ...), as metadata carries credentials.
+    /// Prints keys in FIFO order and `<redacted>` for every value, as
+    /// metadata carries credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut map = f.debug_map();
-        for (name, value) in self.iter() {
-            map.entry(&name.as_str(), &key::RedactedValue::new(name, value));
+        for (name, _) in self.iter() {
+            map.entry(&name.as_str(), &key::Redacted);
         }
         map.finish()
     }
