@@ -339,9 +339,7 @@ fn client_layer(c: &mut Criterion) {
             no_op.clear();
             client_request(chain)
         };
-        group.bench_function(name, |b| {
-            b.iter_batched(batch, |request| service(request), FRESH_AND_HOT)
-        });
+        group.bench_function(name, |b| b.iter_batched(batch, &mut service, FRESH_AND_HOT));
     }
     group.finish();
 }
