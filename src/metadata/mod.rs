@@ -368,6 +368,33 @@ impl OutgoingMetadata {
         GetAll::new(self.head(), key)
     }
 
+    /// The first value of `name` in FIFO order (as [`get`](Self::get)) and
+    /// how many values it has (as `get_all(..).count()`), in one walk of
+    /// the chain with no iterator state: the single-key read a layer does
+    /// on every request (e.g. the tenant layer's org-id check). Never
+    /// allocates.
+    pub(crate) fn first_and_count(&self, name: &HeaderName) -> (Option<&HeaderValue>, usize) {
+        let (mut oldest, mut count) = (None, 0);
+        let mut node = self.head();
+        while let Some(current) = node {
+            if let Some(base) = current.base() {
+                let mut values = base.get_all(name).iter();
+                if let Some(first) = values.next() {
+                    oldest = Some(first);
+                    count += 1 + values.count();
+                }
+            }
+            for (pair_name, value) in current.pairs().iter().rev() {
+                if pair_name == name {
+                    oldest = Some(value);
+                    count += 1;
+                }
+            }
+            node = current.parent();
+        }
+        (oldest, count)
+    }
+
     /// Writes every entry into `headers` in FIFO order with
     /// `HeaderMap::append` (existing headers are kept). Values are shared,
     /// not copied; no intermediate map is built. This is what
@@ -452,5 +479,42 @@ impl<'a> IntoIterator for &'a OutgoingMetadata {
 
     fn into_iter(self) -> Iter<'a> {
         self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `first_and_count` agrees with `get` and `get_all(..).count()`, base
+    /// values first.
+    #[test]
+    fn first_and_count_is_get_and_get_all_count() {
+        let name = HeaderName::from_static("x-k");
+        let mut base = MetadataMap::new();
+        base.append("x-k", "b1".parse().unwrap());
+        base.append("x-other", "o".parse().unwrap());
+        base.append("x-k", "b2".parse().unwrap());
+        let on_base = OutgoingMetadata::from_metadata_map(base).unwrap();
+        let chains = [
+            OutgoingMetadata::new(),
+            OutgoingMetadata::new()
+                .append_static("x-other", "1")
+                .unwrap(),
+            OutgoingMetadata::new()
+                .append_static("x-k", "a1")
+                .unwrap()
+                .append_static("x-other", "2")
+                .unwrap()
+                .append_static("x-k", "a2")
+                .unwrap(),
+            on_base.clone(),
+            on_base.append_static("x-k", "a1").unwrap(),
+        ];
+        for chain in chains {
+            let (first, count) = chain.first_and_count(&name);
+            assert_eq!(first, chain.get("x-k"), "{chain:?}");
+            assert_eq!(count, chain.get_all("x-k").count(), "{chain:?}");
+        }
     }
 }

@@ -62,22 +62,47 @@ fn needs_insert<'a>(
     mut present: impl Iterator<Item = &'a HeaderValue>,
     value: &HeaderValue,
 ) -> Result<bool, InjectError> {
-    match (present.next(), present.count()) {
-        (None, _) => Ok(true),
-        (Some(existing), 0) if existing == value => Ok(false),
-        (Some(existing), 0) => Err(InjectError::DifferentOrgIdPresent {
-            present: String::from_utf8_lossy(existing.as_bytes()).into_owned(),
-            injected: String::from_utf8_lossy(value.as_bytes()).into_owned(),
-        }),
-        (Some(_), more) => Err(InjectError::TooManyHeaders { count: more + 1 }),
+    let first = present.next();
+    decide(first, first.map_or(0, |_| 1 + present.count()), value)
+}
+
+/// [`needs_insert`] given the first present value and how many values are
+/// present in all.
+#[inline]
+fn decide(
+    first: Option<&HeaderValue>,
+    count: usize,
+    value: &HeaderValue,
+) -> Result<bool, InjectError> {
+    match first {
+        None => Ok(true),
+        Some(existing) if count == 1 && existing == value => Ok(false),
+        Some(existing) if count == 1 => Err(different_org_id(existing, value)),
+        Some(_) => Err(InjectError::TooManyHeaders { count }),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn different_org_id(present: &HeaderValue, injected: &HeaderValue) -> InjectError {
+    InjectError::DifferentOrgIdPresent {
+        present: String::from_utf8_lossy(present.as_bytes()).into_owned(),
+        injected: String::from_utf8_lossy(injected.as_bytes()).into_owned(),
+    }
+}
+
+/// Adds `value` to `headers`, which hold no org id (checked by the caller).
+/// Out of line, so that the map's insert is inlined here once.
+#[inline(never)]
+fn add_org_id(headers: &mut HeaderMap, value: &HeaderValue) {
+    headers.insert(ORG_ID_HEADER_NAME, value.clone());
 }
 
 /// Insert if absent, accept the same value, refuse a different one or
 /// several.
 fn inject_into_headers(headers: &mut HeaderMap, value: &HeaderValue) -> Result<(), InjectError> {
     if needs_insert(headers.get_all(&ORG_ID_HEADER_NAME).iter(), value)? {
-        headers.insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+        add_org_id(headers, value);
     }
     Ok(())
 }
@@ -96,14 +121,15 @@ fn needs_insert_before_send(
     extensions: &http::Extensions,
     value: &HeaderValue,
 ) -> Result<bool, InjectError> {
-    OutgoingMetadata::with_pending(extensions, |chain| {
-        let chained = chain
-            .into_iter()
-            .flat_map(|chain| chain.get_all(ORG_ID_HEADER));
-        needs_insert(
-            headers.get_all(&ORG_ID_HEADER_NAME).iter().chain(chained),
-            value,
-        )
+    let mut in_headers = headers.get_all(&ORG_ID_HEADER_NAME).iter();
+    let first = in_headers.next();
+    let count = first.map_or(0, |_| 1 + in_headers.count());
+    OutgoingMetadata::with_pending(extensions, |chain| match chain {
+        None => decide(first, count, value),
+        Some(chain) => {
+            let (chain_first, chain_count) = chain.first_and_count(&ORG_ID_HEADER_NAME);
+            decide(first.or(chain_first), count + chain_count, value)
+        }
     })
 }
 
@@ -116,9 +142,7 @@ pub(crate) fn inject_into_request<B>(
     value: &HeaderValue,
 ) -> Result<(), InjectError> {
     if needs_insert_before_send(request.headers(), request.extensions(), value)? {
-        request
-            .headers_mut()
-            .insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+        add_org_id(request.headers_mut(), value);
     }
     Ok(())
 }
@@ -185,9 +209,7 @@ impl InjectOrgId for MetadataMap {
 impl<T> InjectOrgId for tonic::Request<T> {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
         if needs_insert_before_send(self.metadata().as_ref(), self.extensions(), value)? {
-            self.metadata_mut()
-                .as_mut()
-                .insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+            add_org_id(self.metadata_mut().as_mut(), value);
         }
         Ok(())
     }
