@@ -22,18 +22,17 @@ type Drained = (Option<HeaderName>, HeaderValue);
 /// in order: no allocation for a map of up to 32 entries (an incoming
 /// request's metadata, say), and nothing at all when no key is reserved.
 pub(crate) fn drop_reserved(headers: &mut HeaderMap) {
-    if !headers
-        .keys()
-        .any(|name| key::is_reserved(name.as_str().as_bytes()))
-    {
+    if !headers.keys().any(key::is_reserved_name) {
         return;
     }
     if headers.len() <= INLINE_ENTRIES {
         let mut kept: [Option<Drained>; INLINE_ENTRIES] = [const { None }; INLINE_ENTRIES];
+        let mut len = 0;
         for (slot, entry) in kept.iter_mut().zip(unreserved(headers)) {
             *slot = Some(entry);
+            len += 1;
         }
-        insert_in_order(headers, kept.into_iter().flatten());
+        insert_in_order(headers, kept[..len].iter_mut().filter_map(Option::take));
     } else {
         let kept: Vec<Drained> = unreserved(headers).collect();
         insert_in_order(headers, kept.into_iter());
@@ -46,7 +45,7 @@ fn unreserved(headers: &mut HeaderMap) -> impl Iterator<Item = Drained> + '_ {
     let mut keep = true;
     headers.drain().filter(move |(name, _)| {
         if let Some(name) = name {
-            keep = !key::is_reserved(name.as_str().as_bytes());
+            keep = !key::is_reserved_name(name);
         }
         keep
     })

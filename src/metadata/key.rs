@@ -64,6 +64,15 @@ pub(crate) fn is_reserved(key: &[u8]) -> bool {
     })
 }
 
+/// [`is_reserved`] for a header name, which is lower case already: one
+/// exact comparison per reserved key of the same length.
+#[inline]
+pub(crate) fn is_reserved_name(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(name.as_bytes().first(), Some(b't' | b'c' | b'u' | b'g'))
+        && RESERVED_KEYS.contains(&name)
+}
+
 /// [`is_reserved`] for lower-case keys, usable in `const` code.
 const fn const_is_reserved(key: &[u8]) -> bool {
     let mut i = 0;
