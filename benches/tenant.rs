@@ -1,13 +1,15 @@
 //! `tenant` benches: org-id extraction beside its baselines (bare read,
 //! Cortex's full metadata copy and its single-key fix), owned-id designs,
-//! federated ids, and the server layer over a no-op service against no layer.
+//! federated ids, the server layer over a no-op service against no layer,
+//! and the client layer (`SetOrgIdLayer`, alone and on either side of an
+//! `OutgoingMetadataLayer`) against no layer.
 //!
 //! Every request uses 10 metadata keys built as h2 decodes them off the wire
 //! (a fresh map per iteration, set up just before and dropped after the
 //! timing).
 //! Allocation counts per operation are printed first (counting allocator),
-//! then the server layer's cost per call measured interleaved with no layer
-//! (a paired difference, steadier than two criterion rows).
+//! then the server and client layers' cost per call measured interleaved
+//! with no layer (a paired difference, steadier than two criterion rows).
 //!
 //! `cargo bench --bench tenant`
 #[path = "interleaved/mod.rs"]
