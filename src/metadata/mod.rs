@@ -352,8 +352,11 @@ impl OutgoingMetadata {
     /// [`OutgoingMetadataLayer`] does at send time.
     ///
     /// Into a fresh map (`HeaderMap::new()`), a base map is copied whole
-    /// rather than re-inserted; into a map with room (`with_capacity`, or a
-    /// request's headers), nothing is allocated.
+    /// rather than re-inserted; into a map with room for the whole chain
+    /// (`with_capacity`), nothing is allocated; into any other map (a
+    /// request's headers have room for 6, 2 of them taken by `te` and
+    /// `content-type`), room for the whole chain is reserved once, before
+    /// the first entry goes in.
     ///
     /// Fails with [`MetadataError::HeadersFull`], having written
     /// nothing, if `headers` cannot take that many more entries.
