@@ -15,7 +15,7 @@ use stats_harness::{
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
-use tonic_hotpath::stats::{CombinedLayer, StatsIncoming};
+use tonic_hotpath::stats::CombinedLayer;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -123,7 +123,7 @@ fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
     let client = rt.block_on(async {
         let layer = combined!(server, 2);
         let (addr, incoming) = support::bind().await;
-        let incoming = StatsIncoming::new(incoming, Arc::clone(layer.handler()));
+        let incoming = layer.incoming(incoming);
         tokio::spawn(
             tonic::transport::Server::builder()
                 .layer(layer)
