@@ -6,7 +6,6 @@ mod stats_harness;
 mod support;
 
 use std::future::Future;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use stats_harness::{

@@ -316,3 +316,33 @@ async fn a_server_layer_takes_only_its_own_connections_state() {
     assert_eq!(other_peer, own_peer);
     assert!(other.conn_events().is_empty());
 }
+
+/// The client layer wraps stacks over a channel (tower's `Buffer`, tonic's
+/// `InterceptedService`, `MapErr` to a boxed error) as well as the channel
+/// itself ([`ClientTransport`](tonic_hotpath::stats::ClientTransport)), and
+/// the link still reaches the RPCs through them.
+#[tokio::test]
+async fn client_layer_wraps_stacks_over_a_channel() {
+    let server = Arc::new(Conns::default());
+    let client_conns = Arc::new(Conns::default());
+    let (addr, listener) = listener().await;
+    serve(CombinedLayer::server().with(Arc::clone(&server)), listener);
+
+    let layer = CombinedLayer::client().with(Arc::clone(&client_conns));
+    let channel = support::endpoint(addr)
+        .connect_with_connector(layer.connector())
+        .await
+        .expect("connect");
+    let stack = ServiceBuilder::new()
+        .layer(layer)
+        .buffer(16)
+        .map_err(tonic::codegen::StdError::from)
+        .layer(tonic::service::InterceptorLayer::new(Ok))
+        .service(channel);
+    let mut client = EchoClient::new(stack);
+    client.unary_echo(request("stacked")).await.expect("rpc");
+    let [(conn, peer, _)] = client_conns.rpcs()[..] else {
+        panic!("one rpc: {:?}", client_conns.rpcs());
+    };
+    assert_eq!((conn, peer), (Some(0), Some(addr)));
+}
