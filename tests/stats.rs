@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prost::Message;
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService};
+use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, wait_until};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Server};
@@ -129,17 +129,6 @@ impl Recorder {
     fn conn_events(&self) -> Vec<(u64, &'static str)> {
         self.conns.lock().unwrap().clone()
     }
-}
-
-/// Waits (up to 5 s) for `done`.
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// Serves `echo` behind `layer`, with connection events from the same handler.

@@ -9,16 +9,16 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use support::{EchoClient, EchoRequest, EchoServer, EchoService};
+use support::{EchoClient, EchoRequest, EchoServer, EchoService, wait_until};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::StreamExt;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Server};
 use tonic_hotpath::stats::{
-    CombinedLayer, ConnEvent, ConnInfo, RpcInfo, ServerSide, Side, StatsHandler, StatsIo,
+    ClientSide, CombinedLayer, ConnEvent, ConnInfo, RpcInfo, ServerSide, Side, StatsHandler,
+    StatsIo,
 };
 use tower::ServiceBuilder;
 
@@ -71,17 +71,6 @@ impl Conns {
     }
 }
 
-/// Waits (up to 5 s) for `done`.
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 fn request(message: &str) -> EchoRequest {
     EchoRequest {
         message: message.to_owned(),
@@ -103,6 +92,26 @@ fn serve(layer: CombinedLayer<Arc<Conns>, ServerSide>, listener: TcpListener) {
             .add_service(EchoServer::new(EchoService))
             .serve_with_incoming(incoming),
     );
+}
+
+/// An echo server behind a layer of its own `Conns`.
+async fn server() -> (SocketAddr, Arc<Conns>) {
+    let conns = Arc::new(Conns::default());
+    let (addr, listener) = listener().await;
+    serve(CombinedLayer::server().with(Arc::clone(&conns)), listener);
+    (addr, conns)
+}
+
+/// A client layer of its own `Conns` and a channel to `addr` made by the
+/// layer's connector.
+async fn connect(addr: SocketAddr) -> (Arc<Conns>, CombinedLayer<Arc<Conns>, ClientSide>, Channel) {
+    let conns = Arc::new(Conns::default());
+    let layer = CombinedLayer::client().with(Arc::clone(&conns));
+    let channel = support::endpoint(addr)
+        .connect_with_connector(layer.connector())
+        .await
+        .expect("connect");
+    (conns, layer, channel)
 }
 
 /// `TCP_NODELAY` as read back from the sockets the server and the channel
@@ -162,16 +171,8 @@ async fn nodelay_is_on_for_incoming_tcp_and_connector() {
 /// client's address.
 #[tokio::test]
 async fn both_sides_link_rpcs_to_their_connection() {
-    let server = Arc::new(Conns::default());
-    let client_conns = Arc::new(Conns::default());
-    let (addr, listener) = listener().await;
-    serve(CombinedLayer::server().with(Arc::clone(&server)), listener);
-
-    let layer = CombinedLayer::client().with(Arc::clone(&client_conns));
-    let channel = support::endpoint(addr)
-        .connect_with_connector(layer.connector())
-        .await
-        .expect("connect");
+    let (addr, server) = server().await;
+    let (client_conns, layer, channel) = connect(addr).await;
     let mut client = EchoClient::new(ServiceBuilder::new().layer(layer).service(channel));
     client.unary_echo(request("a")).await.expect("rpc a");
     client.unary_echo(request("b")).await.expect("rpc b");
@@ -207,9 +208,7 @@ async fn both_sides_link_rpcs_to_their_connection() {
 /// reconnect gives a new `ConnBegin`, and later RPCs are linked to it.
 #[tokio::test]
 async fn rpcs_after_a_reconnect_are_linked_to_the_new_connection() {
-    let server = Arc::new(Conns::default());
-    let client_conns = Arc::new(Conns::default());
-    let server_layer = CombinedLayer::server().with(Arc::clone(&server));
+    let server_layer = CombinedLayer::server().with(Arc::new(Conns::default()));
     let (addr, listener) = listener().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let first_server = tokio::spawn(
@@ -221,11 +220,7 @@ async fn rpcs_after_a_reconnect_are_linked_to_the_new_connection() {
             }),
     );
 
-    let layer = CombinedLayer::client().with(Arc::clone(&client_conns));
-    let channel = support::endpoint(addr)
-        .connect_with_connector(layer.connector())
-        .await
-        .expect("connect");
+    let (client_conns, layer, channel) = connect(addr).await;
     let mut client = EchoClient::new(ServiceBuilder::new().layer(layer).service(channel));
     client.unary_echo(request("first")).await.expect("rpc 1");
 
@@ -262,11 +257,8 @@ async fn rpcs_after_a_reconnect_are_linked_to_the_new_connection() {
 /// A lazy channel connects on its first RPC, after that RPC was tagged.
 #[tokio::test]
 async fn lazy_channel_links_rpcs_once_connected() {
-    let server = Arc::new(Conns::default());
+    let (addr, _) = server().await;
     let client_conns = Arc::new(Conns::default());
-    let (addr, listener) = listener().await;
-    serve(CombinedLayer::server().with(Arc::clone(&server)), listener);
-
     let layer = CombinedLayer::client().with(Arc::clone(&client_conns));
     let channel = support::endpoint(addr).connect_with_connector_lazy(layer.connector());
     let mut client = EchoClient::new(ServiceBuilder::new().layer(layer).service(channel));
@@ -323,16 +315,8 @@ async fn a_server_layer_takes_only_its_own_connections_state() {
 /// the link still reaches the RPCs through them.
 #[tokio::test]
 async fn client_layer_wraps_stacks_over_a_channel() {
-    let server = Arc::new(Conns::default());
-    let client_conns = Arc::new(Conns::default());
-    let (addr, listener) = listener().await;
-    serve(CombinedLayer::server().with(Arc::clone(&server)), listener);
-
-    let layer = CombinedLayer::client().with(Arc::clone(&client_conns));
-    let channel = support::endpoint(addr)
-        .connect_with_connector(layer.connector())
-        .await
-        .expect("connect");
+    let (addr, _) = server().await;
+    let (client_conns, layer, channel) = connect(addr).await;
     let stack = ServiceBuilder::new()
         .layer(layer)
         .buffer(16)

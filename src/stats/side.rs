@@ -94,11 +94,6 @@ use tower::Service;
 /// tonic_health::pb::health_client::HealthClient::new(client);
 /// # }
 /// ```
-#[diagnostic::on_unimplemented(
-    message = "a client `CombinedLayer` wraps a client transport (a tonic `Channel` or a stack over one), not `{Self}`",
-    label = "not a client transport",
-    note = "on a server, use `CombinedLayer::server()`"
-)]
 pub trait ClientTransport: Service<Request<tonic::body::Body>> {}
 
 impl<S> ClientTransport for S
