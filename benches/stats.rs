@@ -41,8 +41,8 @@ use interleaved::Round;
 use passthrough::PassthroughLayer;
 use stats_harness::{
     CountingAllocator, Noop, Timed, allocations_per_call, allocations_per_in_process_rpc,
-    call_in_process, combined, current_thread_runtime, layered_echo_routes, loopback_client,
-    one_rpc, unary_body, unary_request,
+    call_in_process, combined, current_thread_runtime, echo_transport, layered_echo_routes,
+    loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
 };
 use support::EchoClient;
 use tokio::runtime::Runtime;
@@ -50,7 +50,7 @@ use tonic::codegen::StdError;
 use tonic::service::Routes;
 use tonic_hotpath::stats::CombinedLayer;
 use tower::layer::util::Identity;
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -146,21 +146,6 @@ fn in_process_server(c: &mut Criterion) {
 
 // ---- in process: the client layer over the echo routes ----
 
-/// The echo routes as a client transport stands in for a `Channel` (its
-/// error boxed, as a `ClientTransport` needs).
-fn echo_transport() -> impl Service<
-    Request<tonic::body::Body>,
-    Response = Response<tonic::body::Body>,
-    Error = StdError,
-    Future: Send,
-> + Clone
-+ Send {
-    ServiceExt::<Request<tonic::body::Body>>::map_err(
-        layered_echo_routes(Identity::new()),
-        StdError::from,
-    )
-}
-
 /// The client layer's cost of linking RPCs to the connection its
 /// connector opened (`combined_1_linked`: a real TCP connection made by
 /// `layer.connector()` is open, so each RPC reads it) beside the same
@@ -171,17 +156,8 @@ fn in_process_client(c: &mut Criterion) {
     let body = unary_body("hello");
     let plain = CombinedLayer::client().with(Noop);
     let linked = CombinedLayer::client().with(Noop);
-    // Keep the connection (and its accepted end) open for the whole group.
-    let _open = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let uri = format!("http://{}", listener.local_addr().expect("addr"));
-        let mut connector = linked.connector();
-        let (io, accepted) =
-            tokio::join!(connector.call(uri.parse().expect("uri")), listener.accept());
-        (io.expect("connect"), accepted.expect("accept"))
-    });
+    // Kept open for the whole group.
+    let _open = rt.block_on(open_linked_connection(&linked));
     for (name, layer) in [("combined_1", plain), ("combined_1_linked", linked)] {
         let service = layer.layer(echo_transport());
         let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));
