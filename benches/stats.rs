@@ -81,7 +81,8 @@ where
 /// Calls per timed round of the interleaved measurement.
 const CALLS_PER_ROUND: u32 = 1_000;
 
-/// One timed round of a variant: `CALLS_PER_ROUND` in-process calls.
+/// One timed round of a server layer: `CALLS_PER_ROUND` in-process calls
+/// through the echo routes under `layer`.
 fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
 where
     L: Layer<Routes>,
@@ -90,7 +91,17 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layered_echo_routes(layer);
+    service_round(rt, layered_echo_routes(layer))
+}
+
+/// One timed round of `service`: `CALLS_PER_ROUND` in-process calls.
+fn service_round<'a, S, B>(rt: &'a Runtime, service: S) -> Round<'a>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
     let body = unary_body("hello");
     Box::new(move || {
         rt.block_on(async {
@@ -149,7 +160,8 @@ fn in_process_server(c: &mut Criterion) {
 /// The client layer's cost of linking RPCs to the connection its
 /// connector opened (`combined_1_linked`: a real TCP connection made by
 /// `layer.connector()` is open, so each RPC reads it) beside the same
-/// layer without a connector (`combined_1`), in process.
+/// layer without a connector (`combined_1`), in process, interleaved
+/// with no layer first, then as criterion rows.
 fn in_process_client(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let mut group = c.benchmark_group("stats/in_process_client_unary");
@@ -158,6 +170,19 @@ fn in_process_client(c: &mut Criterion) {
     let linked = CombinedLayer::client().with(Noop);
     // Kept open for the whole group.
     let _open = rt.block_on(open_linked_connection(&linked));
+    let mut variants: Vec<(&str, Round<'_>)> = vec![
+        ("no_layer", service_round(&rt, echo_transport())),
+        (
+            "combined_1",
+            service_round(&rt, plain.layer(echo_transport())),
+        ),
+        (
+            "combined_1_linked",
+            service_round(&rt, linked.layer(echo_transport())),
+        ),
+    ];
+    interleaved::print_overhead("in-process client", &mut variants, 150, CALLS_PER_ROUND);
+    drop(variants);
     for (name, layer) in [("combined_1", plain), ("combined_1_linked", linked)] {
         let service = layer.layer(echo_transport());
         let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));

@@ -84,12 +84,10 @@ impl<H: StatsHandler> CombinedLayer<H, ClientSide> {
     /// last: build one layer per channel.
     #[must_use = "a connector does nothing unless a channel uses it"]
     pub fn connector_with<C>(&self, connector: C) -> StatsConnector<C, H> {
-        let link = self.link();
-        link.arm();
         StatsConnector {
             inner: connector,
             handler: Arc::clone(self.handler()),
-            link,
+            link: self.link(),
         }
     }
 }

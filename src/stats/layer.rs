@@ -20,7 +20,7 @@ use super::body::ObservedBody;
 use super::combined::Combined;
 use super::conn::ConnTag;
 use super::event::{Direction, RpcError, RpcInfo, Side};
-use super::link::ConnLink;
+use super::link::{ConnLink, LinkedConn};
 use super::pool::{LayerShared, PoolOwner, RecordRef};
 use super::recorder::{RpcRecorder, classify_error};
 use super::side::ClientTransport;
@@ -248,7 +248,7 @@ impl<S: ClientTransport, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSi
         ClientStats {
             inner,
             shared: self.shared(),
-            link: self.link(),
+            link: LinkedConn::new(self.link()),
         }
     }
 }
@@ -297,7 +297,7 @@ stats_service!(
     /// per RPC, as a tonic `Channel` accepts only that type).
     ClientStats {
         /// The connection the layer's connector opened last, if open.
-        link: Arc<ConnLink<H>>
+        link: LinkedConn<H>
     }
 );
 
@@ -384,16 +384,15 @@ where
         let info = RpcInfo {
             side: Side::Client,
             method: request.uri().path(),
-            peer_addr: conn.as_ref().and_then(ConnTag::peer_addr),
-            local_addr: conn.as_ref().and_then(ConnTag::local_addr),
+            peer_addr: conn.and_then(ConnTag::peer_addr),
+            local_addr: conn.and_then(ConnTag::local_addr),
         };
         let recorder = RpcRecorder::begin(
             &self.shared,
             &info,
-            conn.as_ref().map(ConnTag::state),
+            conn.map(ConnTag::state),
             request.headers(),
         );
-        drop(conn);
         let request = request.map(|body| {
             tonic::body::Body::new(ObservedBody::new(
                 body,
