@@ -223,6 +223,28 @@ impl MonotonicArenaBuilder {
 /// `&MonotonicArena` as an [`allocator_api2`] allocator); free everything at
 /// once with [`reset`](Self::reset) (keeps the buffers) or
 /// [`release`](Self::release) (frees their memory). Values are not dropped.
+///
+/// ```
+/// use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
+/// use tonic_hotpath::arena::allocator_api2::vec::Vec;
+///
+/// let mut arena = MonotonicArena::builder().min_buffer_size(1024).build();
+/// for request in 0..3u32 {
+///     // Everything one request needs comes from the arena...
+///     let ids = arena.alloc_slice_fill_with(4, |i| request * 10 + i as u32)?;
+///     let mut names: Vec<&str, &MonotonicArena> = Vec::new_in(&arena);
+///     names.push(arena.alloc_str("tenant-a")?);
+///     let mut body = ByteBuffer::new(&arena);
+///     std::io::Write::write_all(&mut body, b"{\"ok\":true}")?;
+///     assert_eq!((ids[3], names[0], body.len()), (request * 10 + 3, "tenant-a", 11));
+///     // ...and goes back in one step, keeping the buffer for the next one.
+///     drop((ids, names, body));
+///     arena.reset();
+/// }
+/// assert_eq!((arena.len(), arena.cap(), arena.buffer_count()), (0, 1024, 1));
+/// assert!(arena.peak() > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MonotonicArena {
     /// Free tail of the current buffer: the fast path.
     window: Window,
