@@ -166,10 +166,10 @@ const NO_LAYER: &str = "no_layer (no-op service)";
 fn layers() -> [(&'static str, RequireOrgIdLayer); 3] {
     let single = RequireOrgIdLayer::new();
     [
-        ("RequireOrgId (no-op service)", single),
+        ("RequireOrgId (no-op service)", single.clone()),
         (
             "RequireOrgId multi-tenant (no-op service)",
-            single.allow_multi_tenant(true),
+            single.clone().allow_multi_tenant(true),
         ),
         (
             "RequireOrgId exempt service (wrapper only)",

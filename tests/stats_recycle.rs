@@ -109,7 +109,7 @@ async fn recycled_records_start_every_rpc_with_fresh_handler_state() {
             // 1 response payload, trailers, End: 7, on each side.
             assert_eq!(*events, 7, "end #{i} saw {events} events");
             let rpc = i as u64 / handlers;
-            let length = u32::from(rpc % 7 != 0) * (2 + (rpc % 7) as u32);
+            let length = u32::from(!rpc.is_multiple_of(7)) * (2 + (rpc % 7) as u32);
             assert_eq!(bytes, &[length, length], "end #{i}");
         }
     }

@@ -67,7 +67,7 @@ use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
 pub use error::MetadataError;
 pub use key::MetadataEntry;
-pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
+pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService, ResponseFuture};
 pub use scope::OutgoingMetadataExt;
 use static_pair::StaticPair;
 
@@ -107,6 +107,7 @@ pub const MAX_ENTRIES: usize = 16 * 1024;
 /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 /// ```
 #[derive(Clone)]
+#[must_use = "appends return a new handle and leave this one unchanged"]
 pub struct OutgoingMetadata {
     head: Option<Arc<MetadataDelta>>,
     limit: usize,
@@ -363,6 +364,36 @@ impl OutgoingMetadata {
         oldest
     }
 
+    /// The first value of the binary `key` (ending in `-bin`), decoded from
+    /// base64: what `MetadataMap::get_bin(key)` then
+    /// `MetadataValue::to_bytes()` give on the materialised map. `Ok(None)`
+    /// if there is no such value or `key` does not end in `-bin`
+    /// (case-sensitive, as tonic's `get_bin` checks it). A value that is not base64 (possible
+    /// only in a base map built from raw headers) is
+    /// [`MetadataError::InvalidBinaryValue`]. Allocates the decoded bytes.
+    ///
+    /// ```
+    /// use tonic_hotpath::metadata::OutgoingMetadata;
+    ///
+    /// let md = OutgoingMetadata::new().append_bin("x-trace-bin", &[0xca, 0xfe])?;
+    /// assert_eq!(md.get("x-trace-bin").unwrap(), "yv4"); // as on the wire
+    /// assert_eq!(md.get_bin("x-trace-bin")?.unwrap(), [0xca, 0xfe][..]);
+    /// assert_eq!(md.get_bin("x-other-bin")?, None);
+    /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+    /// ```
+    pub fn get_bin(&self, key: &str) -> Result<Option<Bytes>, MetadataError> {
+        // tonic's test for a binary key: the suffix, case-sensitively.
+        let Some(value) = self.get(key).filter(|_| key.ends_with("-bin")) else {
+            return Ok(None);
+        };
+        match base64::base64_decode(value.as_bytes()) {
+            Some(bytes) => Ok(Some(Bytes::from(bytes))),
+            None => Err(MetadataError::InvalidBinaryValue {
+                key: key.to_ascii_lowercase(),
+            }),
+        }
+    }
+
     /// Every value of `key` in FIFO order. Walks the chain; never allocates.
     pub fn get_all<'a>(&'a self, key: &'a str) -> GetAll<'a> {
         GetAll::new(self.head(), key)
@@ -484,6 +515,34 @@ impl fmt::Debug for OutgoingMetadata {
         map.finish()
     }
 }
+
+/// Two chains are equal when they hold the same entries in the same FIFO
+/// order ([`iter`](OutgoingMetadata::iter)): same names, same values as on
+/// the wire (`-bin` values compared in base64). How they were built (a base
+/// map or appends, shared nodes or not) and their size limits are not
+/// compared. Never allocates; handles sharing one head compare in O(1).
+///
+/// ```
+/// use tonic_hotpath::metadata::OutgoingMetadata;
+///
+/// let a = OutgoingMetadata::new().append("x-a", "1")?.append("x-b", "2")?;
+/// let b = OutgoingMetadata::with_limit(100).append("x-a", "1")?.append("x-b", "2")?;
+/// assert_eq!(a, b);
+/// assert_ne!(a, OutgoingMetadata::new().append("x-b", "2")?.append("x-a", "1")?);
+/// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+/// ```
+impl PartialEq for OutgoingMetadata {
+    fn eq(&self, other: &Self) -> bool {
+        let same_head = match (&self.head, &other.head) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same_head || (self.len() == other.len() && self.iter().eq(other.iter()))
+    }
+}
+
+impl Eq for OutgoingMetadata {}
 
 impl<'a> IntoIterator for &'a OutgoingMetadata {
     type Item = (&'a http::HeaderName, &'a HeaderValue);
