@@ -13,16 +13,27 @@
 //!   hold tonic's `te` and `content-type` (beside building those alone), or
 //!   materialised to a `MetadataMap`;
 //! - `get_all`: one key's values from chains of 10 and 100 vs
-//!   materialise-then-get.
+//!   materialise-then-get;
+//! - `layer write` (printed first, interleaved, not a criterion row): the
+//!   client layer's whole call beside a naive layer and the floor, for
+//!   chains of 2 to 50 entries (see `metadata_layer/mod.rs` for the rows).
 //!
 //! Allocation counts per operation are asserted and printed by
 //! `cargo test --test metadata_alloc -- --nocapture`.
 //!
 //! Run: `cargo bench --bench metadata`.
 
+#[path = "interleaved/mod.rs"]
+mod interleaved;
+#[path = "metadata_layer/mod.rs"]
+mod layer_write;
+#[path = "../tests/tenant_support/mod.rs"]
+#[allow(unused_imports, reason = "only its no-op service is used here")]
+mod tenant_support;
+
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use http::{HeaderMap, HeaderValue};
 use tonic::metadata::{Ascii, MetadataKey, MetadataMap, MetadataValue};
 use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
@@ -380,4 +391,11 @@ criterion_group!(
     issue_8860,
     get_all
 );
-criterion_main!(benches);
+
+fn main() {
+    // First, whatever the filter (`-- layer_write` skips every criterion
+    // row but still runs it), on a fresh heap.
+    layer_write::interleaved_layer_write();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

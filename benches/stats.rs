@@ -40,9 +40,9 @@ use http::{Request, Response};
 use interleaved::Round;
 use passthrough::PassthroughLayer;
 use stats_harness::{
-    CountingAllocator, Timed, allocations_per_call, allocations_per_in_process_rpc,
-    call_in_process, combined, current_thread_runtime, layered_echo_routes, loopback_client,
-    one_rpc, unary_body, unary_request,
+    CountingAllocator, Noop, Timed, allocations_per_call, allocations_per_in_process_rpc,
+    call_in_process, combined, current_thread_runtime, echo_transport, layered_echo_routes,
+    loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
 };
 use support::EchoClient;
 use tokio::runtime::Runtime;
@@ -81,7 +81,8 @@ where
 /// Calls per timed round of the interleaved measurement.
 const CALLS_PER_ROUND: u32 = 1_000;
 
-/// One timed round of a variant: `CALLS_PER_ROUND` in-process calls.
+/// One timed round of a server layer: `CALLS_PER_ROUND` in-process calls
+/// through the echo routes under `layer`.
 fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
 where
     L: Layer<Routes>,
@@ -90,7 +91,17 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layered_echo_routes(layer);
+    service_round(rt, layered_echo_routes(layer))
+}
+
+/// One timed round of `service`: `CALLS_PER_ROUND` in-process calls.
+fn service_round<'a, S, B>(rt: &'a Runtime, service: S) -> Round<'a>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
     let body = unary_body("hello");
     Box::new(move || {
         rt.block_on(async {
@@ -141,6 +152,47 @@ fn in_process_server(c: &mut Criterion) {
     in_process(&mut group, &rt, "timed_2", timed_2);
     in_process(&mut group, &rt, "combined_8", combined!(server, 8));
     in_process(&mut group, &rt, "stacked_2", combined!(server, stacked));
+    group.finish();
+}
+
+// ---- in process: the client layer over the echo routes ----
+
+/// The client layer's cost of linking RPCs to the connection its
+/// connector opened (`combined_1_linked`: a real TCP connection made by
+/// `layer.connector()` is open, so each RPC reads it) beside the same
+/// layer without a connector (`combined_1`), in process, interleaved
+/// with no layer first, then as criterion rows.
+fn in_process_client(c: &mut Criterion) {
+    let rt = current_thread_runtime();
+    let mut group = c.benchmark_group("stats/in_process_client_unary");
+    let body = unary_body("hello");
+    let plain = CombinedLayer::client().with(Noop);
+    let linked = CombinedLayer::client().with(Noop);
+    // Kept open for the whole group.
+    let _open = rt.block_on(open_linked_connection(&linked));
+    let mut variants: Vec<(&str, Round<'_>)> = vec![
+        ("no_layer", service_round(&rt, echo_transport())),
+        (
+            "combined_1",
+            service_round(&rt, plain.layer(echo_transport())),
+        ),
+        (
+            "combined_1_linked",
+            service_round(&rt, linked.layer(echo_transport())),
+        ),
+    ];
+    interleaved::print_overhead("in-process client", &mut variants, 150, CALLS_PER_ROUND);
+    drop(variants);
+    for (name, layer) in [("combined_1", plain), ("combined_1_linked", linked)] {
+        let service = layer.layer(echo_transport());
+        let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));
+        println!("allocations/rpc  in-process client  {name:<18} {per_rpc:.2}");
+        group.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| async {
+                black_box(call_in_process(&service, unary_request(&body)).await)
+            });
+        });
+    }
     group.finish();
 }
 
@@ -219,5 +271,10 @@ fn loopback_unary(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, in_process_server, loopback_unary);
+criterion_group!(
+    benches,
+    in_process_server,
+    in_process_client,
+    loopback_unary
+);
 criterion_main!(benches);

@@ -1,13 +1,15 @@
 //! `tenant` benches: org-id extraction beside its baselines (bare read,
 //! Cortex's full metadata copy and its single-key fix), owned-id designs,
-//! federated ids, and the server layer over a no-op service against no layer.
+//! federated ids, the server layer over a no-op service against no layer,
+//! and the client layer (`SetOrgIdLayer`, alone and on either side of an
+//! `OutgoingMetadataLayer`) against no layer.
 //!
 //! Every request uses 10 metadata keys built as h2 decodes them off the wire
 //! (a fresh map per iteration, set up just before and dropped after the
 //! timing).
 //! Allocation counts per operation are printed first (counting allocator),
-//! then the server layer's cost per call measured interleaved with no layer
-//! (a paired difference, steadier than two criterion rows).
+//! then the server and client layers' cost per call measured interleaved
+//! with no layer (a paired difference, steadier than two criterion rows).
 //!
 //! `cargo bench --bench tenant`
 #[path = "interleaved/mod.rs"]
@@ -26,8 +28,9 @@ use http::{HeaderName, HeaderValue, Request, Response};
 use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
-use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, TenantIds};
-use tower::{Layer, Service};
+use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
+use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
+use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -163,10 +166,10 @@ const NO_LAYER: &str = "no_layer (no-op service)";
 fn layers() -> [(&'static str, RequireOrgIdLayer); 3] {
     let single = RequireOrgIdLayer::new();
     [
-        ("RequireOrgId (no-op service)", single),
+        ("RequireOrgId (no-op service)", single.clone()),
         (
             "RequireOrgId multi-tenant (no-op service)",
-            single.allow_multi_tenant(true),
+            single.clone().allow_multi_tenant(true),
         ),
         (
             "RequireOrgId exempt service (wrapper only)",
@@ -200,6 +203,172 @@ where
     group.bench_function(name, |b| {
         b.iter_batched(batch, |request| call(&mut service, request), FRESH_AND_HOT)
     });
+}
+
+/// A request as the client layers see it below a generated client: `te`
+/// and `content-type` set, the method in the extensions, and `chain`
+/// attached (if any).
+fn client_request(chain: Option<&OutgoingMetadata>) -> Request<Body> {
+    let mut grpc = tonic::Request::new(());
+    grpc.extensions_mut()
+        .insert(tonic::GrpcMethod::new(SERVICE, "Say"));
+    if let Some(chain) = chain {
+        grpc.set_outgoing_metadata(chain.clone());
+    }
+    let (metadata, extensions, ()) = grpc.into_parts();
+    let mut request = Request::new(Body::empty());
+    *request.headers_mut() = metadata.into_headers();
+    *request.extensions_mut() = extensions;
+    request
+        .headers_mut()
+        .insert(http::header::TE, HeaderValue::from_static("trailers"));
+    request.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    request
+}
+
+/// One call through an always-ready client-side service, polled once.
+fn client_call<S>(service: &mut S, request: Request<Body>) -> Option<Response<Body>>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError>,
+{
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(service.call(request)).poll(&mut cx) {
+        std::task::Poll::Ready(Ok(response)) => Some(response),
+        _ => None,
+    }
+}
+
+/// A benched client-side service: `SetOrgId` / `OutgoingMetadataService`
+/// stacks over the no-op service, type-erased so that rows share one loop.
+type ClientService<'a> = Box<dyn FnMut(Request<Body>) -> Option<Response<Body>> + 'a>;
+
+/// Boxes `service` as a [`ClientService`].
+fn client_service<'a, S>(mut service: S) -> ClientService<'a>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError> + 'a,
+{
+    Box::new(move |request| client_call(&mut service, request))
+}
+
+/// The client-layer rows: name, the chain attached to each request (two
+/// pairs, with or without the layer's org id), and the service. The layers
+/// are `SetOrgIdLayer` alone and over / under an `OutgoingMetadataLayer`.
+fn client_rows<'a>(
+    no_op: &NoOp,
+    plain: &'a OutgoingMetadata,
+    with_id: &'a OutgoingMetadata,
+) -> [(
+    &'static str,
+    Option<&'a OutgoingMetadata>,
+    ClientService<'a>,
+); 6] {
+    let id = OrgId::new(ORG_ID).unwrap_or_else(|e| panic!("{e}"));
+    let set_over_md = || {
+        client_service(
+            ServiceBuilder::new()
+                .layer(SetOrgIdLayer::new(id.clone()))
+                .layer(OutgoingMetadataLayer::new())
+                .service(no_op.clone()),
+        )
+    };
+    let md_over_set = || {
+        client_service(
+            ServiceBuilder::new()
+                .layer(OutgoingMetadataLayer::new())
+                .layer(SetOrgIdLayer::new(id.clone()))
+                .service(no_op.clone()),
+        )
+    };
+    [
+        (
+            CLIENT_NO_LAYER,
+            None,
+            client_service(tower::util::MapErrLayer::new(BoxError::from).layer(no_op.clone())),
+        ),
+        (
+            "SetOrgId, no chain",
+            None,
+            client_service(SetOrgIdLayer::new(id.clone()).layer(no_op.clone())),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain without id",
+            Some(plain),
+            set_over_md(),
+        ),
+        (
+            "SetOrgId over OutgoingMetadata, chain with same id",
+            Some(with_id),
+            set_over_md(),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain without id",
+            Some(plain),
+            md_over_set(),
+        ),
+        (
+            "OutgoingMetadata over SetOrgId, chain with same id",
+            Some(with_id),
+            md_over_set(),
+        ),
+    ]
+}
+
+/// The baseline of the client-layer rows: the no-op service called bare.
+const CLIENT_NO_LAYER: &str = "no_layer (no-op service)";
+
+/// The two chains of the client rows: two pairs, and the same with the
+/// layer's org id appended.
+fn client_chains() -> (OutgoingMetadata, OutgoingMetadata) {
+    let plain = OutgoingMetadata::new()
+        .append_static("x-request-id", "42")
+        .and_then(|chain| chain.append_static("x-trace-id", "abc"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with_id = plain
+        .append_static(tenant::ORG_ID_HEADER, ORG_ID)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (plain, with_id)
+}
+
+fn client_layer(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tenant/client_layer");
+    let no_op = NoOp::new();
+    let (plain, with_id) = client_chains();
+    for (name, chain, mut service) in client_rows(&no_op, &plain, &with_id) {
+        let batch = || {
+            no_op.clear();
+            client_request(chain)
+        };
+        group.bench_function(name, |b| b.iter_batched(batch, &mut service, FRESH_AND_HOT));
+    }
+    group.finish();
+}
+
+/// The client layers' cost per call, interleaved with no layer: rounds of
+/// [`ROUND_CALLS`] calls on fresh requests (built untimed).
+fn interleaved_client_overhead() {
+    let no_op = NoOp::new();
+    let (plain, with_id) = client_chains();
+    let mut variants: Vec<(&str, Round<'_>)> = client_rows(&no_op, &plain, &with_id)
+        .into_iter()
+        .map(|(name, chain, mut service)| {
+            let no_op = no_op.clone();
+            let mut requests = Vec::with_capacity(ROUND_CALLS);
+            let mut responses = Vec::with_capacity(ROUND_CALLS);
+            let round: Round<'_> = Box::new(move || {
+                no_op.clear();
+                responses.clear();
+                requests.extend(std::iter::repeat_with(|| client_request(chain)).take(ROUND_CALLS));
+                let start = Instant::now();
+                responses.extend(requests.drain(..).map(&mut service));
+                start.elapsed()
+            });
+            (name, round)
+        })
+        .collect();
+    interleaved::print_overhead("client layer", &mut variants, 2_000, ROUND_CALLS as u32);
 }
 
 /// Calls per timed round of [`interleaved_overhead`]: one criterion batch.
@@ -284,7 +453,7 @@ fn report_allocations() {
     }
 }
 
-criterion_group!(benches, extraction, tenant_ids, server_layer);
+criterion_group!(benches, extraction, tenant_ids, server_layer, client_layer);
 
 fn main() {
     report_allocations();
@@ -292,6 +461,7 @@ fn main() {
     // costs more after the other groups have churned the allocator
     // (+47 instead of +43 ns in one run).
     interleaved_overhead();
+    interleaved_client_overhead();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

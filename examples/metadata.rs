@@ -1,70 +1,73 @@
 //! Outgoing metadata as a persistent chain, sent by `OutgoingMetadataLayer`.
 //!
-//! Starts an echo server on 127.0.0.1 that answers with the metadata it
-//! received, builds a chain (a base map, appends, a fork), sends it once on
-//! the request and once through the task-local scope, and prints what
-//! arrived.
+//! Serves the standard gRPC health service (`tonic-health`) on 127.0.0.1
+//! behind an interceptor that prints the `x-` metadata each call carries,
+//! builds a chain (a base map, appends, a fork), and sends it once on the
+//! request and once through the task-local scope.
 //!
 //! Run: `cargo run --example metadata`
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use std::time::Duration;
 
-use support::{EchoClient, EchoRequest, EchoResponse, EchoServer, UnaryHandler, UnaryOnly};
 use tonic::metadata::{KeyAndValueRef, MetadataMap, MetadataValue};
-use tonic::{Request, Response, Status};
+use tonic::service::InterceptorLayer;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Endpoint, Server};
+use tonic::{Request, Status};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
 use tower::ServiceBuilder;
 
-/// Answers every unary call with the `x-` metadata it received.
-struct ShowMetadata;
+/// Server side: prints the `x-` metadata a call arrived with.
+fn show_metadata(request: Request<()>) -> Result<Request<()>, Status> {
+    println!("server received:");
+    print_x_metadata(request.metadata());
+    Ok(request)
+}
 
-fn show(metadata: &MetadataMap) -> String {
-    let mut lines = Vec::new();
+fn print_x_metadata(metadata: &MetadataMap) {
     for entry in metadata.iter() {
         match entry {
             KeyAndValueRef::Ascii(key, value) if key.as_str().starts_with("x-") => {
-                lines.push(format!("  {key}: {}", value.to_str().unwrap_or("?")));
+                println!("  {key}: {}", value.to_str().unwrap_or("?"));
             }
             KeyAndValueRef::Binary(key, value) if key.as_str().starts_with("x-") => {
-                lines.push(format!(
-                    "  {key}: {:?}",
+                println!(
+                    "  {key}: {:?} (decoded)",
                     value.to_bytes().unwrap_or_default()
-                ));
+                );
             }
             _ => {}
         }
     }
-    lines.join("\n")
 }
 
-#[tonic::async_trait]
-impl UnaryHandler for ShowMetadata {
-    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
-        Ok(Response::new(EchoResponse {
-            message: show(request.metadata()),
-        }))
-    }
-}
-
-fn request() -> Request<EchoRequest> {
-    Request::new(EchoRequest {
-        message: String::new(),
+fn health_check() -> Request<HealthCheckRequest> {
+    Request::new(HealthCheckRequest {
+        service: String::new(), // the server as a whole
     })
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (addr, incoming) = support::bind().await;
+    // A server: the health service, with an interceptor to show metadata.
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
     tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(EchoServer::new(UnaryOnly(ShowMetadata)))
-            .serve_with_incoming(incoming),
+        Server::builder()
+            .layer(InterceptorLayer::new(show_metadata))
+            .add_service(health)
+            .serve_with_incoming(TcpIncoming::from(listener)),
     );
 
     // The layer goes over the Channel, under the generated client.
-    let channel = support::connect(addr).await;
-    let mut client = EchoClient::new(
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await?;
+    let mut client = HealthClient::new(
         ServiceBuilder::new()
             .layer(OutgoingMetadataLayer::new())
             .service(channel),
@@ -81,18 +84,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let to_eu = parent.append("x-region", "eu-west-1")?;
     let to_us = parent.append("x-region", "us-east-1")?;
     println!("chain (values redacted): {to_eu:?}");
+    println!("x-trace-bin read back: {:?}", to_eu.get_bin("x-trace-bin")?);
 
     // 1. Attached to the request.
-    let mut call = request();
+    let mut call = health_check();
     call.set_outgoing_metadata(to_eu);
-    let reply = client.unary_echo(call).await?.into_inner();
-    println!("server received (request extension):\n{}", reply.message);
+    let status = client.check(call).await?.into_inner().status();
+    println!("client: health {status:?} (chain sent on the request)\n");
 
     // 2. Through the task-local scope, like a Go context.
-    let reply = to_us
-        .scope(async { client.unary_echo(request()).await })
+    let status = to_us
+        .scope(async { client.check(health_check()).await })
         .await?
-        .into_inner();
-    println!("server received (task-local scope):\n{}", reply.message);
+        .into_inner()
+        .status();
+    println!("client: health {status:?} (chain sent from the task-local scope)");
     Ok(())
 }

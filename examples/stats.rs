@@ -1,22 +1,22 @@
 //! A server and a client, each with a `CombinedLayer` of two handlers (a
-//! counter and a logger), printing every RPC and connection event.
+//! counter and a logger), printing every RPC and connection event. The
+//! service is gRPC's standard health service from `tonic-health`; the
+//! server's connections come from `layer.incoming_tcp(..)`, the client's
+//! from `layer.connector()`, so both sides see `ConnBegin` / `ConnEnd` and
+//! every RPC is linked to its connection.
 //!
 //! `cargo run --example stats`
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use http::Uri;
-use hyper_util::rt::TokioIo;
-use support::{EchoClient, EchoRequest, EchoServer, EchoService};
-use tokio_stream::StreamExt;
-use tonic::transport::Server;
+use tonic::transport::{Endpoint, Server};
+use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::stats::{
-    CombinedLayer, ConnEvent, ConnInfo, RpcEvent, RpcInfo, Side, StatsConnector, StatsHandler,
-    StatsIncoming,
+    CombinedLayer, ConnEvent, ConnInfo, RpcEvent, RpcInfo, Side, StatsHandler,
 };
 use tower::ServiceBuilder;
 
@@ -58,20 +58,34 @@ impl Counter {
     }
 }
 
-/// Logs every event; its per-RPC state is the method name and side.
-#[derive(Debug)]
-struct Logger;
+fn side(side: Side) -> &'static str {
+    match side {
+        Side::Server => "server",
+        Side::Client => "client",
+    }
+}
+
+fn addr(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "?".to_owned(), |addr| addr.to_string())
+}
+
+/// Logs every event. Its connection state is a label with the side, a
+/// connection number and the peer; its per-RPC state a label with the
+/// method and the RPC's connection.
+#[derive(Debug, Default)]
+struct Logger {
+    next_conn: AtomicU64,
+}
 
 impl StatsHandler for Logger {
     type RpcState = String;
-    type ConnState = ();
+    type ConnState = String;
 
-    fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> String {
-        let side = match info.side {
-            Side::Server => "server",
-            Side::Client => "client",
-        };
-        format!("{side} {}", info.method)
+    fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&String>) -> String {
+        match conn {
+            Some(conn) => format!("{} on {conn}", info.method),
+            None => format!("{} {} (no connection)", side(info.side), info.method),
+        }
     }
 
     fn handle_rpc(&self, rpc: &mut String, event: &RpcEvent<'_>) {
@@ -92,72 +106,88 @@ impl StatsHandler for Logger {
         }
     }
 
-    fn tag_conn(&self, info: &ConnInfo) {
-        println!("  conn {:?} peer {:?}", info.side, info.peer_addr);
+    fn tag_conn(&self, info: &ConnInfo) -> String {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        format!("{} conn {id} to {}", side(info.side), addr(info.peer_addr))
     }
 
-    fn handle_conn(&self, _: &(), event: &ConnEvent) {
+    fn handle_conn(&self, conn: &String, event: &ConnEvent) {
         match event {
-            ConnEvent::Begin { .. } => println!("  ConnBegin"),
-            ConnEvent::End { .. } => println!("  ConnEnd"),
+            ConnEvent::Begin { .. } => println!("  [{conn}] ConnBegin"),
+            ConnEvent::End { .. } => println!("  [{conn}] ConnEnd"),
         }
     }
+}
+
+/// Starts the health service on 127.0.0.1 behind a server layer.
+async fn serve(counter: &Arc<Counter>) -> std::io::Result<SocketAddr> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("demo.Greeter", ServingStatus::Serving)
+        .await;
+
+    let layer = CombinedLayer::server()
+        .with(Arc::clone(counter))
+        .with(Logger::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    // Connection events from the layer's own handlers, TCP_NODELAY on.
+    let incoming = layer.incoming_tcp(listener);
+    tokio::spawn(async move {
+        let _reporter = reporter; // keeps the statuses alive
+        Server::builder()
+            .layer(layer)
+            .add_service(health)
+            .serve_with_incoming(incoming)
+            .await
+    });
+    Ok(addr)
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_counter = Arc::new(Counter::default());
     let client_counter = Arc::new(Counter::default());
+    let addr = serve(&server_counter).await?;
 
-    // Server: the layer and the incoming stream share one handler.
-    let server_layer = CombinedLayer::server()
-        .with(Arc::clone(&server_counter))
-        .with(Logger);
-    let (addr, incoming) = support::bind().await;
-    let incoming = StatsIncoming::new(incoming, Arc::clone(server_layer.handler()));
-    tokio::spawn(
-        Server::builder()
-            .layer(server_layer)
-            .add_service(EchoServer::new(EchoService))
-            .serve_with_incoming(incoming),
-    );
-
-    // Client: a connector for connection events, the layer over the Channel.
-    let client_layer = CombinedLayer::client()
+    // Client: the layer's connector makes the channel's connections (so
+    // RPCs are linked to them), the layer wraps the channel.
+    let layer = CombinedLayer::client()
         .with(Arc::clone(&client_counter))
-        .with(Logger);
-    let connector = tower::service_fn(|uri: Uri| async move {
-        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-        let stream = tokio::net::TcpStream::connect(authority).await?;
-        // tonic's own connector sets TCP_NODELAY; a custom one must too.
-        stream.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(TokioIo::new(stream))
-    });
-    let channel = support::endpoint(addr)
-        .connect_with_connector(StatsConnector::new(
-            connector,
-            Arc::clone(client_layer.handler()),
-        ))
+        .with(Logger::default());
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_with_connector(layer.connector())
         .await?;
-    let mut client = EchoClient::new(ServiceBuilder::new().layer(client_layer).service(channel));
+    let mut client = HealthClient::new(ServiceBuilder::new().layer(layer).service(channel));
 
-    println!("unary:");
-    client
-        .unary_echo(EchoRequest {
-            message: "hello".into(),
+    println!("unary, serving:");
+    let reply = client
+        .check(HealthCheckRequest {
+            service: "demo.Greeter".into(),
         })
         .await?;
+    println!("  -> {:?}", reply.into_inner().status());
 
-    println!("server streaming:");
-    let mut words = client
-        .server_streaming_echo(EchoRequest {
-            message: "one two three".into(),
+    println!("unary, unknown service (NotFound):");
+    let status = client
+        .check(HealthCheckRequest {
+            service: "demo.Unknown".into(),
+        })
+        .await
+        .expect_err("unknown service");
+    println!("  -> {:?}", status.code());
+
+    println!("server streaming, first update then cancelled:");
+    let mut updates = client
+        .watch(HealthCheckRequest {
+            service: "demo.Greeter".into(),
         })
         .await?
         .into_inner();
-    while let Some(word) = words.next().await {
-        word?;
+    if let Some(update) = updates.message().await? {
+        println!("  -> {:?}", update.status());
     }
+    drop(updates);
 
     drop(client);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::ptr::NonNull;
 
 use allocator_api2::vec::Vec as ArenaVec;
+#[cfg(feature = "bench-internals")]
 use tonic_hotpath::arena::replay::{Workload, slack_percent};
 use tonic_hotpath::arena::{AllocError, ArenaPool, ByteBuffer, MonotonicArena};
 
@@ -120,6 +121,7 @@ fn never_rescans_full_buffers() {
     assert_eq!(arena.len(), 10 * 1024 + 800);
 }
 
+#[cfg(feature = "bench-internals")]
 #[test]
 fn scan_from_zero_fills_earlier_gaps() {
     let arena = MonotonicArena::builder()
@@ -528,6 +530,7 @@ fn low_waste_fills_partial_tails_before_growing() {
     assert_eq!(arena.len(), 1000 + 300 + 500 + 400 + 500 + 224 + 24);
 }
 
+#[cfg(feature = "bench-internals")]
 #[test]
 fn low_waste_replay_prefix_keeps_slack_low_and_memory_zeroed() {
     for workload in [Workload::Mixed, Workload::Bimodal] {

@@ -159,3 +159,36 @@ fn const_entry_append_allocates_exactly_once() {
     assert_eq!(allocations, 1);
     assert_eq!(next.get("x-trace").unwrap(), "abc");
 }
+
+/// Dropping the reserved keys of an incoming map (in order, through the
+/// map's own tables) allocates nothing beyond the chain's base node: the
+/// boxed map and the node, as for a map with nothing to drop.
+#[test]
+fn base_from_an_incoming_map_allocates_only_the_node() {
+    let incoming = || {
+        let mut map = MetadataMap::new();
+        for (key, value) in [
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("user-agent", "grpc-go/1.74.2"),
+            ("grpc-accept-encoding", "identity,deflate,gzip"),
+            ("x-scope-orgid", "team-a"),
+            ("grpc-timeout", "4999870u"),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
+            ("x-request-id", "5f1b9a2c"),
+            ("authorization", "Bearer t"),
+            ("x-forwarded-for", "10.1.2.3"),
+        ] {
+            map.append(key, MetadataValue::from_static(value));
+        }
+        map
+    };
+    let map = incoming();
+    let (chain, allocations) = count(|| OutgoingMetadata::from_metadata_map(map).unwrap());
+    println!("from_metadata_map (10 incoming keys, 5 reserved): {allocations} allocation(s)");
+    assert_eq!(allocations, 2, "the boxed map + the node");
+    assert_eq!(chain.len(), 5);
+}

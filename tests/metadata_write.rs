@@ -18,7 +18,7 @@ fn chain_on_base() -> OutgoingMetadata {
         .unwrap()
         .append_static("x-trace-id", "trace-1")
         .unwrap()
-        .append_static("user-agent", "from-chain")
+        .append_static("x-client", "from-chain")
         .unwrap()
 }
 
@@ -63,8 +63,8 @@ fn request_headers_are_kept_and_every_key_keeps_its_order() {
     let chain = chain_on_base();
     let cases = [
         request_headers(&[]),
-        // `user-agent` is also appended by the chain: existing value first.
-        request_headers(&[("user-agent", "tonic/0.14")]),
+        // `x-client` is also appended by the chain: existing value first.
+        request_headers(&[("x-client", "tonic/0.14")]),
         // A key of the base: the base is re-inserted after it.
         request_headers(&[("x-tenant", "first")]),
         request_headers(&[("x-tenant", "first"), ("x-tenant", "second")]),
@@ -92,11 +92,11 @@ fn tenant_values_follow_existing_ones() {
 #[test]
 fn a_chain_without_base_appends_after_existing_headers() {
     let chain = OutgoingMetadata::new()
-        .append_static("user-agent", "from-chain")
+        .append_static("x-client", "from-chain")
         .unwrap();
-    let mut headers = request_headers(&[("user-agent", "tonic/0.14")]);
+    let mut headers = request_headers(&[("x-client", "tonic/0.14")]);
     chain.write_to(&mut headers).unwrap();
-    let agents: Vec<_> = headers.get_all("user-agent").iter().collect();
+    let agents: Vec<_> = headers.get_all("x-client").iter().collect();
     assert_eq!(agents, ["tonic/0.14", "from-chain"]);
     assert_eq!(headers.len(), 4);
 }

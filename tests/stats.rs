@@ -10,17 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::Uri;
-use hyper_util::rt::TokioIo;
 use prost::Message;
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService};
+use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, wait_until};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 use tonic_hotpath::stats::{
     ClientSide, ClientStats, CombinedLayer, ConnEvent, ConnInfo, RpcEvent, RpcInfo, ServerSide,
-    Side, StatsConnector, StatsHandler, StatsIncoming,
+    Side, StatsHandler,
 };
 use tower::ServiceBuilder;
 
@@ -133,17 +131,6 @@ impl Recorder {
     }
 }
 
-/// Waits (up to 5 s) for `done`.
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 /// Serves `echo` behind `layer`, with connection events from the same handler.
 async fn spawn_server<H, E>(layer: CombinedLayer<H, ServerSide>, echo: E) -> SocketAddr
 where
@@ -151,7 +138,7 @@ where
     E: Echo,
 {
     let (addr, incoming) = support::bind().await;
-    let incoming = StatsIncoming::new(incoming, Arc::clone(layer.handler()));
+    let incoming = layer.incoming(incoming);
     tokio::spawn(
         Server::builder()
             .layer(layer)
@@ -163,24 +150,14 @@ where
 
 type Client<H> = EchoClient<ClientStats<Channel, H>>;
 
-/// A client over a `Channel` whose connector reports connection events.
+/// A client over a `Channel` whose connector (the layer's) reports
+/// connection events.
 async fn client<H: StatsHandler>(
     addr: SocketAddr,
     layer: CombinedLayer<H, ClientSide>,
 ) -> Client<H> {
-    let connector = tower::service_fn(|uri: Uri| async move {
-        let authority = uri
-            .authority()
-            .expect("uri has an authority")
-            .as_str()
-            .to_owned();
-        let stream = tokio::net::TcpStream::connect(authority).await?;
-        stream.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(TokioIo::new(stream))
-    });
-    let connector = StatsConnector::new(connector, Arc::clone(layer.handler()));
     let channel = support::endpoint(addr)
-        .connect_with_connector(connector)
+        .connect_with_connector(layer.connector())
         .await
         .expect("connect");
     EchoClient::new(ServiceBuilder::new().layer(layer).service(channel))
@@ -275,6 +252,12 @@ async fn unary_event_sequence_on_both_sides() {
     let client_tag = client_rec.tagged.lock().unwrap()[&0].clone();
     assert_eq!(client_tag.0, "/hotpath.echo.Echo/UnaryEcho");
     assert_eq!(client_tag.1, Side::Client);
+    assert_eq!(client_tag.2, Some(0), "client tag_rpc sees the connection");
+    assert!(
+        client_tag
+            .3
+            .is_some_and(|p| p.ip().is_loopback() && p.port() != 0)
+    );
 }
 
 #[tokio::test]

@@ -6,16 +6,18 @@ mod stats_harness;
 mod support;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use stats_harness::{
     CountingAllocator, allocations_per_call, allocations_per_in_process_rpc, combined,
-    current_thread_runtime, layered_echo_routes, loopback_client, one_rpc,
+    current_thread_runtime, echo_transport, layered_echo_routes, loopback_client, one_rpc,
+    open_linked_connection,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
-use tonic_hotpath::stats::{CombinedLayer, StatsIncoming};
+use tonic_hotpath::stats::{CombinedLayer, RpcInfo, StatsHandler};
+use tower::Layer;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -123,7 +125,7 @@ fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
     let client = rt.block_on(async {
         let layer = combined!(server, 2);
         let (addr, incoming) = support::bind().await;
-        let incoming = StatsIncoming::new(incoming, Arc::clone(layer.handler()));
+        let incoming = layer.incoming(incoming);
         tokio::spawn(
             tonic::transport::Server::builder()
                 .layer(layer)
@@ -141,4 +143,45 @@ fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
         "StatsIncoming adds {}",
         tagged - plain
     );
+}
+
+/// Counts the RPCs `tag_rpc` saw with a connection.
+#[derive(Debug, Default)]
+struct SeesConn(AtomicU64);
+
+impl StatsHandler for SeesConn {
+    type RpcState = ();
+    type ConnState = ();
+    const PAYLOAD_TIMES: bool = false;
+
+    fn tag_rpc(&self, _: &RpcInfo<'_>, conn: Option<&()>) {
+        if conn.is_some() {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Linking client RPCs to the connection the layer's connector opened
+/// costs no allocation: in process, the client layer with a connection
+/// open allocates exactly as much per RPC as without a connector.
+#[test]
+fn client_link_adds_no_allocation_per_rpc() {
+    let rt = current_thread_runtime();
+    let plain = CombinedLayer::client().with(SeesConn::default());
+    let linked = CombinedLayer::client().with(SeesConn::default());
+    let _open = rt.block_on(open_linked_connection(&linked));
+    let per_rpc = |layer: &CombinedLayer<SeesConn, _>| {
+        let service = layer.layer(echo_transport());
+        rt.block_on(allocations_per_in_process_rpc(&service, RPCS))
+    };
+    let (plain_allocs, linked_allocs) = (per_rpc(&plain), per_rpc(&linked));
+    eprintln!(
+        "in-process client allocations per RPC: {plain_allocs} unlinked, {linked_allocs} linked"
+    );
+    assert_eq!(plain.handler().0.load(Ordering::Relaxed), 0);
+    assert!(
+        linked.handler().0.load(Ordering::Relaxed) >= RPCS,
+        "RPCs saw the connection"
+    );
+    assert_eq!(plain_allocs, linked_allocs);
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use support::{EchoClient, EchoRequest, EchoServer, EchoService};
 use tonic::transport::Server;
 use tonic::{Code, Request};
-use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler, StatsIncoming};
+use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler};
 use tower::ServiceBuilder;
 
 /// Per-RPC state that counts the events it saw and remembers which RPC
@@ -109,7 +109,7 @@ async fn recycled_records_start_every_rpc_with_fresh_handler_state() {
             // 1 response payload, trailers, End: 7, on each side.
             assert_eq!(*events, 7, "end #{i} saw {events} events");
             let rpc = i as u64 / handlers;
-            let length = u32::from(rpc % 7 != 0) * (2 + (rpc % 7) as u32);
+            let length = u32::from(!rpc.is_multiple_of(7)) * (2 + (rpc % 7) as u32);
             assert_eq!(bytes, &[length, length], "end #{i}");
         }
     }
@@ -119,7 +119,7 @@ async fn recycled_records_start_every_rpc_with_fresh_handler_state() {
 async fn remote_addr_works_behind_stats_incoming() {
     let layer = CombinedLayer::server().with(Tallies::default());
     let (addr, incoming) = support::bind().await;
-    let incoming = StatsIncoming::new(incoming, Arc::clone(layer.handler()));
+    let incoming = layer.incoming(incoming);
     // What a service behind the stats layer sees as `tonic::Request`.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen_by_service = Arc::clone(&seen);

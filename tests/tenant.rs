@@ -265,7 +265,7 @@ async fn forwarding_passes_the_same_org_id_downstream() {
     let ingester = TenantEcho::default();
     let ingester_calls = ingester.calls.clone();
     let multi = RequireOrgIdLayer::new().allow_multi_tenant(true);
-    let ingester_addr = spawn(multi, ingester).await;
+    let ingester_addr = spawn(multi.clone(), ingester).await;
 
     let distributor = TenantEcho {
         downstream: Some(EchoClient::new(support::connect(ingester_addr).await)),

@@ -1,5 +1,6 @@
-//! Allocation counts of org-id extraction and of the server layer, on
-//! headers built the way h2 decodes them off the wire (counting allocator).
+//! Allocation counts of org-id extraction, of the server layer and of the
+//! client layers, on headers built the way h2 decodes them off the wire
+//! (counting allocator).
 mod tenant_support;
 
 use std::convert::Infallible;
@@ -11,8 +12,9 @@ use http::{Request, Response};
 use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
-use tonic_hotpath::tenant::{self, INLINE_CAPACITY, RequireOrgIdLayer};
-use tower::{Layer, Service, service_fn};
+use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
+use tonic_hotpath::tenant::{self, INLINE_CAPACITY, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
+use tower::{BoxError, Layer, Service, ServiceBuilder, service_fn};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -123,4 +125,66 @@ fn the_server_layer_rejects_in_process_without_calling_the_service() {
     };
     assert_eq!(response.headers()["grpc-status"], "16"); // UNAUTHENTICATED
     assert_eq!(response.headers()["content-type"], "application/grpc");
+}
+
+/// Allocations of one call of a client-side `service` (request set-up,
+/// attaching `chain` included, excluded).
+fn allocations_of_client_call<S>(service: &mut S, chain: Option<&OutgoingMetadata>) -> usize
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError>,
+{
+    let mut request = tonic_request("unused");
+    request.headers_mut().remove(tenant::ORG_ID_HEADER);
+    if let Some(chain) = chain {
+        request.extensions_mut().insert(chain.clone());
+    }
+    let mut cx = Context::from_waker(Waker::noop());
+    let (count, poll) =
+        allocations(|| pin!(service.call(request)).poll(&mut cx).map(|r| r.is_ok()));
+    assert_eq!(poll, Poll::Ready(true));
+    count
+}
+
+/// `SetOrgIdLayer` reading the pending chain's org ids (attached, or in the
+/// task's scope, which `OutgoingMetadataLayer` hides from the layers below
+/// it) adds no allocation over `OutgoingMetadataLayer` alone, in either
+/// order.
+#[test]
+fn the_client_layers_add_no_allocation_in_either_order() {
+    let no_op = NoOp::new();
+    let id = OrgId::new("team-a").unwrap();
+    let chain = OutgoingMetadata::new()
+        .append_static("x-request-id", "42")
+        .unwrap()
+        .append_static("x-scope-orgid", "team-a")
+        .unwrap();
+    let mut metadata_only = ServiceBuilder::new()
+        .layer(OutgoingMetadataLayer::new())
+        .map_err(BoxError::from)
+        .service(no_op.clone());
+    let mut set_outside = ServiceBuilder::new()
+        .layer(SetOrgIdLayer::new(id.clone()))
+        .layer(OutgoingMetadataLayer::new())
+        .service(no_op.clone());
+    let mut set_inside = ServiceBuilder::new()
+        .layer(OutgoingMetadataLayer::new())
+        .layer(SetOrgIdLayer::new(id.clone()))
+        .service(no_op.clone());
+    for _ in 0..3 {
+        let attached = Some(&chain);
+        let base = allocations_of_client_call(&mut metadata_only, attached);
+        let outside = allocations_of_client_call(&mut set_outside, attached);
+        let inside = allocations_of_client_call(&mut set_inside, attached);
+        assert_eq!((outside, inside), (base, base), "attached chain");
+
+        let scoped = chain.clone().sync_scope(|| {
+            [
+                allocations_of_client_call(&mut metadata_only, None),
+                allocations_of_client_call(&mut set_outside, None),
+                allocations_of_client_call(&mut set_inside, None),
+            ]
+        });
+        assert_eq!(scoped, [scoped[0]; 3], "chain in scope");
+        no_op.clear();
+    }
 }

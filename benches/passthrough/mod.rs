@@ -141,10 +141,11 @@ impl<B: Body<Data = Bytes>> Body for PassthroughBody<B> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         let poll = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &poll {
-            if *this.clock && frame.is_trailers() {
-                black_box(Instant::now());
-            }
+        if let Poll::Ready(Some(Ok(frame))) = &poll
+            && *this.clock
+            && frame.is_trailers()
+        {
+            black_box(Instant::now());
         }
         poll
     }

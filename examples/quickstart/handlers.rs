@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tonic::Code;
 use tonic_hotpath::stats::{
-    Chain, ClientSide, CombinedLayer, RpcEvent, RpcInfo, ServerSide, Side, StatsHandler,
+    ClientSide, Combined, CombinedLayer, RpcEvent, RpcInfo, ServerSide, Side, StatsHandler,
 };
 
 /// Locks `mutex`, carrying on after a panic elsewhere (the data is plain
@@ -213,7 +213,7 @@ impl StatsHandler for EventLog {
 }
 
 /// The handlers one instrumented side runs, in registration order.
-pub type Handlers = Chain<Arc<Metrics>, Arc<EventLog>>;
+pub type Handlers = Combined<Arc<Metrics>, Arc<EventLog>>;
 
 /// One side's two handlers, shared between its layer and the report.
 #[derive(Debug, Clone, Default)]

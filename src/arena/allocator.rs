@@ -6,6 +6,18 @@
 //! block in place when it is the newest allocation in the current buffer and
 //! the buffer has room, so a `Vec` being pushed to without interleaved
 //! allocations never copies.
+//!
+//! ```
+//! use tonic_hotpath::arena::MonotonicArena;
+//! use tonic_hotpath::arena::allocator_api2::vec::Vec;
+//!
+//! let arena = MonotonicArena::new();
+//! let mut ids: Vec<u32, &MonotonicArena> = Vec::new_in(&arena);
+//! ids.extend([3, 1, 2]);
+//! ids.sort_unstable();
+//! assert_eq!(ids, [1, 2, 3]);
+//! assert_eq!(arena.len(), 16); // 4 elements' room (Vec's minimum), no copy
+//! ```
 
 use std::alloc::Layout;
 use std::ptr::{self, NonNull};

@@ -10,8 +10,12 @@ use super::{AllocError, MonotonicArena};
 /// A growable byte buffer whose storage lives in a [`MonotonicArena`],
 /// implementing [`std::io::Write`] and [`std::fmt::Write`].
 ///
-/// Growth goes through the arena's allocator, which extends the buffer in
-/// place while it is the newest allocation in the current arena buffer.
+/// The first write (or [`reserve`](Self::reserve)) takes exactly the room
+/// it needs, like go-arena's `Buffer`/`SliceAppend`, so an arena's `len`
+/// and `peak` (and an [`ArenaPool`](super::ArenaPool)'s sizing) match
+/// go-arena's; later growth at least doubles the capacity. Growth goes
+/// through the arena's allocator, which extends the buffer in place while
+/// it is the newest allocation in the current arena buffer.
 /// Running out of memory is an error (`io::ErrorKind::OutOfMemory`,
 /// `fmt::Error`), never an abort.
 ///
@@ -46,20 +50,25 @@ impl<'a> ByteBuffer<'a> {
         Ok(buffer)
     }
 
-    /// Makes room for `additional` more bytes.
+    /// Makes room for `additional` more bytes: exactly that much on an
+    /// empty buffer with no capacity (go-arena sizes a first append
+    /// exactly), amortised growth (at least doubling) after that.
     pub fn reserve(&mut self, additional: usize) -> Result<(), AllocError> {
         let wanted = self.bytes.len().saturating_add(additional);
-        self.bytes
-            .try_reserve(additional)
-            .map_err(|e| match e.kind() {
-                TryReserveErrorKind::AllocError { layout, .. } => AllocError::OutOfMemory {
-                    buffer_size: layout.size(),
-                },
-                TryReserveErrorKind::CapacityOverflow => AllocError::SizeOverflow {
-                    size: wanted,
-                    align: 1,
-                },
-            })
+        let reserved = if self.bytes.capacity() == 0 {
+            self.bytes.try_reserve_exact(additional)
+        } else {
+            self.bytes.try_reserve(additional)
+        };
+        reserved.map_err(|e| match e.kind() {
+            TryReserveErrorKind::AllocError { layout, .. } => AllocError::OutOfMemory {
+                buffer_size: layout.size(),
+            },
+            TryReserveErrorKind::CapacityOverflow => AllocError::SizeOverflow {
+                size: wanted,
+                align: 1,
+            },
+        })
     }
 
     /// Appends `data`.
@@ -134,5 +143,30 @@ impl fmt::Debug for ByteBuffer<'_> {
             .field("len", &self.len())
             .field("capacity", &self.capacity())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    #[test]
+    fn first_write_takes_exactly_its_size_like_go_arena() {
+        let arena = MonotonicArena::new();
+        let mut out = ByteBuffer::new(&arena);
+        out.write_all(b"hello").unwrap();
+        // go-arena's SliceAppend: a first append of 5 bytes makes cap 5.
+        assert_eq!((out.capacity(), arena.len(), arena.peak()), (5, 5, 5));
+        out.write_all(b"!").unwrap(); // then doubling, in place
+        assert_eq!((out.capacity(), arena.len()), (10, 10));
+
+        let mut one = ByteBuffer::new(&arena);
+        one.write_all(b"x").unwrap();
+        assert_eq!(one.capacity(), 1);
+        let reserved = ByteBuffer::with_capacity(&arena, 3).unwrap();
+        assert_eq!(reserved.capacity(), 3);
+        assert_eq!(arena.len(), 10 + 1 + 3);
     }
 }

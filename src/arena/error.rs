@@ -6,6 +6,18 @@ use std::fmt;
 ///
 /// A failed allocation changes nothing: `len`, `cap`, `peak`, the buffer
 /// count and the cursor are exactly what they were before the call.
+///
+/// ```
+/// use std::alloc::Layout;
+/// use tonic_hotpath::arena::{AllocError, MonotonicArena};
+///
+/// let arena = MonotonicArena::new();
+/// let huge = Layout::from_size_align(isize::MAX as usize / 64 * 64, 64).unwrap();
+/// let err = arena.alloc_layout(huge).unwrap_err();
+/// assert!(matches!(err, AllocError::SizeOverflow { align: 64, .. }));
+/// assert_eq!(arena.len(), 0); // nothing changed
+/// assert!(arena.alloc_slice_fill_with(usize::MAX, |_| 0u64).is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocError {
     /// The request (size, plus alignment slack for a new buffer, or

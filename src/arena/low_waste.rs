@@ -27,7 +27,8 @@
 //! # Trade-off, measured
 //!
 //! On go-arena's replay workloads (100 000 allocations, 4 KiB buffers; see
-//! [`replay`](super::replay) and `tests/arena_replay.rs`), slack is
+//! `src/arena/replay.rs`, feature `bench-internals`, and
+//! `tests/arena_replay.rs`), slack is
 //! `(cap - len) / cap`:
 //!
 //! | workload | cursor (default) | first fit (go-arena v1.2.0) | low-waste |
@@ -105,10 +106,10 @@ impl Partials {
     fn best_fit(&self, size: usize, align: usize) -> Option<usize> {
         let mut best: Option<(usize, usize)> = None;
         for (slot, partial) in self.slots().iter().enumerate() {
-            if let Some(room) = partial.room_after(size, align) {
-                if best.is_none_or(|(_, least)| room < least) {
-                    best = Some((slot, room));
-                }
+            if let Some(room) = partial.room_after(size, align)
+                && best.is_none_or(|(_, least)| room < least)
+            {
+                best = Some((slot, room));
             }
         }
         best.map(|(slot, _)| slot)

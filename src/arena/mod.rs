@@ -65,9 +65,10 @@
 //! Also here: an [`allocator_api2`] [`Allocator`](allocator_api2::alloc::Allocator)
 //! for `&MonotonicArena` (so `allocator_api2::vec::Vec<T, &MonotonicArena>`
 //! works and grows in place), a [`ByteBuffer`] implementing `io::Write` and
-//! `fmt::Write`, an [`ArenaPool`] that sizes arenas from their recorded
-//! peak per use case, and go-arena's [`replay`] workloads for measuring
-//! slack.
+//! `fmt::Write`, and an [`ArenaPool`] that sizes arenas from their recorded
+//! peak per use case. go-arena's replay workloads for measuring slack, and
+//! its v1.2.0 scan-from-zero walk, are behind the `bench-internals`
+//! feature, for the crate's own benches and tests.
 //!
 //! ```
 //! use tonic_hotpath::arena::MonotonicArena;
@@ -90,6 +91,8 @@ mod bytes_buffer;
 mod error;
 pub mod low_waste;
 mod pool;
+#[cfg(feature = "bench-internals")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bench-internals")))]
 pub mod replay;
 mod slab;
 mod state;
@@ -100,6 +103,10 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
 
+/// The [`allocator_api2`] crate this arena implements `Allocator` for,
+/// re-exported so that `allocator_api2::vec::Vec<T, &MonotonicArena>` needs
+/// no dependency of its own.
+pub use allocator_api2;
 pub use bytes_buffer::ByteBuffer;
 pub use error::AllocError;
 pub use pool::{
@@ -120,6 +127,7 @@ pub(crate) enum Policy {
     /// Cursor fast path plus partials and dedicated oversize buffers.
     LowWaste,
     /// go-arena v1.2.0: first fit from buffer 0 on every allocation.
+    #[cfg(feature = "bench-internals")]
     ScanFromZero,
 }
 
@@ -145,6 +153,7 @@ pub(crate) struct Config {
 /// assert_eq!((arena.cap(), arena.buffer_count()), (3072, 3));
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct MonotonicArenaBuilder {
     config: Config,
 }
@@ -186,7 +195,8 @@ impl MonotonicArenaBuilder {
 
     /// go-arena v1.2.0's walk from buffer 0 on every allocation, for benches
     /// and the first-fit slack comparison only. O(buffers) per allocation.
-    #[doc(hidden)]
+    #[cfg(feature = "bench-internals")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "bench-internals")))]
     pub fn scan_from_zero(mut self, on: bool) -> Self {
         self.config.policy = if on {
             Policy::ScanFromZero
@@ -213,6 +223,28 @@ impl MonotonicArenaBuilder {
 /// `&MonotonicArena` as an [`allocator_api2`] allocator); free everything at
 /// once with [`reset`](Self::reset) (keeps the buffers) or
 /// [`release`](Self::release) (frees their memory). Values are not dropped.
+///
+/// ```
+/// use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
+/// use tonic_hotpath::arena::allocator_api2::vec::Vec;
+///
+/// let mut arena = MonotonicArena::builder().min_buffer_size(1024).build();
+/// for request in 0..3u32 {
+///     // Everything one request needs comes from the arena...
+///     let ids = arena.alloc_slice_fill_with(4, |i| request * 10 + i as u32)?;
+///     let mut names: Vec<&str, &MonotonicArena> = Vec::new_in(&arena);
+///     names.push(arena.alloc_str("tenant-a")?);
+///     let mut body = ByteBuffer::new(&arena);
+///     std::io::Write::write_all(&mut body, b"{\"ok\":true}")?;
+///     assert_eq!((ids[3], names[0], body.len()), (request * 10 + 3, "tenant-a", 11));
+///     // ...and goes back in one step, keeping the buffer for the next one.
+///     drop((ids, names, body));
+///     arena.reset();
+/// }
+/// assert_eq!((arena.len(), arena.cap(), arena.buffer_count()), (0, 1024, 1));
+/// assert!(arena.peak() > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MonotonicArena {
     /// Free tail of the current buffer: the fast path.
     window: Window,
@@ -308,6 +340,7 @@ impl MonotonicArena {
         match state.config.policy {
             Policy::Cursor => state.alloc_cursor(&self.window, size, align),
             Policy::LowWaste => state.alloc_low_waste(&self.window, size, align),
+            #[cfg(feature = "bench-internals")]
             Policy::ScanFromZero => state.alloc_scan(size, align),
         }
     }

@@ -145,6 +145,7 @@ impl State {
     /// go-arena v1.2.0: walk every buffer from index 0 on every allocation
     /// (the window stays empty, so each call lands here). Kept to measure
     /// what the cursor saves and for the first-fit slack comparison.
+    #[cfg(feature = "bench-internals")]
     pub(crate) fn alloc_scan(
         &mut self,
         size: usize,

@@ -27,6 +27,53 @@ pub(crate) fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The 6-bit value of a standard base64 symbol.
+fn symbol_value(symbol: u8) -> Option<u32> {
+    let value = match symbol {
+        b'A'..=b'Z' => symbol - b'A',
+        b'a'..=b'z' => symbol - b'a' + 26,
+        b'0'..=b'9' => symbol - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => return None,
+    };
+    Some(u32::from(value))
+}
+
+/// Decodes standard base64 with or without padding, as tonic's
+/// `MetadataValue<Binary>::to_bytes` does: padding, if present, must be
+/// canonical, and the unused bits of the last symbol must be zero. `None`
+/// for anything else.
+pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
+    let data = match input {
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] if input.len().is_multiple_of(4) => rest,
+        _ => input,
+    };
+    if data.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(data.len() / 4 * 3 + 2);
+    let mut chunks = data.chunks(4);
+    for chunk in &mut chunks {
+        let mut n = 0u32;
+        for &symbol in chunk {
+            n = n << 6 | symbol_value(symbol)?;
+        }
+        match chunk.len() {
+            4 => out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]),
+            3 if n & 0b11 == 0 => out.extend_from_slice(&[(n >> 10) as u8, (n >> 2) as u8]),
+            2 if n & 0b1111 == 0 => out.push((n >> 4) as u8),
+            _ => return None,
+        }
+    }
+    // Padding is only allowed to complete the last group.
+    let padding = input.len() - data.len();
+    if padding > 0 && data.len() % 4 + padding != 4 {
+        return None;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +91,31 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
+            assert_eq!(base64_decode(expected.as_bytes()).unwrap(), input);
         }
+    }
+
+    #[test]
+    fn decode_takes_padded_input_and_refuses_malformed_input() {
+        assert_eq!(base64_decode(b"Zg==").unwrap(), b"f");
+        assert_eq!(base64_decode(b"Zm8=").unwrap(), b"fo");
+        assert_eq!(base64_decode(b"Zm9v").unwrap(), b"foo");
+        for bad in [
+            &b"Z"[..],
+            b"Zh",  // unused bits set
+            b"Zm9", // unused bits set
+            b"Zg=", // padding not completing the group
+            b"Zm8==",
+            b"Zm9v====",
+            b"Z===",
+            b"Zm 9",
+            b"Zm-_",
+            b"Zg==Zg==",
+        ] {
+            let decoded = base64_decode(bad);
+            assert_eq!(decoded, None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(base64_decode(&base64_encode_no_pad(&all)).unwrap(), all);
     }
 }

@@ -298,15 +298,13 @@ impl<'a> GetAll<'a> {
         let mut seen = 0usize;
         let mut node = self.head;
         while let Some(current) = node {
-            if let Some(floor) = floor {
-                if current.len() <= floor + 1 {
-                    break;
-                }
+            if let Some(floor) = floor
+                && current.len() <= floor + 1
+            {
+                break;
             }
-            if first_walk {
-                if let Some(base) = current.base() {
-                    self.base = Some(base.get_all(self.key).into_iter());
-                }
+            if first_walk && let Some(base) = current.base() {
+                self.base = Some(base.get_all(self.key).into_iter());
             }
             let first = current.first_index();
             for (offset, (name, value)) in current.pairs().iter().enumerate().rev() {

@@ -9,6 +9,23 @@ use std::fmt;
 /// was called on is unchanged (handles are immutable anyway). The error names
 /// the offending key but never echoes a value, because metadata values often
 /// carry credentials.
+///
+/// ```
+/// use tonic_hotpath::metadata::{MetadataError, OutgoingMetadata};
+///
+/// let md = OutgoingMetadata::new();
+/// let err = md.append("x-Trace ID", "1").unwrap_err();
+/// assert!(matches!(err, MetadataError::InvalidKeyByte { byte: b' ', index: 7, .. }));
+/// assert_eq!(
+///     md.append("content-type", "text/plain").unwrap_err(),
+///     MetadataError::ReservedKey { key: "content-type".into() }
+/// );
+/// let small = OutgoingMetadata::with_limit(40);
+/// assert!(matches!(
+///     small.append("x-a", "12345678").unwrap_err(),
+///     MetadataError::SizeLimitExceeded { limit: 40, size: 43 }
+/// ));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MetadataError {
@@ -31,8 +48,10 @@ pub enum MetadataError {
         /// The largest accepted length.
         max: usize,
     },
-    /// The key is a header that tonic manages itself (`te`, `content-type`,
-    /// `grpc-status`, ...); user metadata may not set it.
+    /// The key is a header the gRPC transport manages itself (`te`,
+    /// `content-type`, `user-agent`, `grpc-timeout`, `grpc-status`, ...:
+    /// grpc-go's `isReservedHeader` set and tonic's); user metadata may not
+    /// set it.
     ReservedKey {
         /// The (lower-cased) key.
         key: String,
@@ -80,6 +99,13 @@ pub enum MetadataError {
         /// The number of entries there would have been.
         len: usize,
     },
+    /// A `-bin` value read back with
+    /// [`get_bin`](super::OutgoingMetadata::get_bin) is not valid base64
+    /// (it came from a base map built from raw headers).
+    InvalidBinaryValue {
+        /// The key the value is stored under.
+        key: String,
+    },
 }
 
 impl fmt::Display for MetadataError {
@@ -96,7 +122,7 @@ impl fmt::Display for MetadataError {
             }
             Self::ReservedKey { key } => write!(
                 f,
-                "metadata key {key:?} is reserved: tonic sets this header itself"
+                "metadata key {key:?} is reserved: the gRPC transport sets this header itself"
             ),
             Self::BinaryKeyWithAsciiValue { key } => write!(
                 f,
@@ -124,6 +150,10 @@ impl fmt::Display for MetadataError {
             Self::TooManyEntries { limit, len } => write!(
                 f,
                 "outgoing metadata would hold {len} entries, over its limit of {limit} entries"
+            ),
+            Self::InvalidBinaryValue { key } => write!(
+                f,
+                "metadata value for key {key:?} is not valid base64, so it cannot be decoded"
             ),
         }
     }

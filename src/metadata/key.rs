@@ -9,28 +9,31 @@ use super::MetadataError;
 use super::base64::base64_encode_no_pad;
 use super::static_pair::StaticPair;
 
-/// Headers tonic (or the gRPC protocol) manages itself; user metadata may not
-/// set them. tonic strips the first five from request metadata
-/// (`GRPC_RESERVED_HEADERS`); the rest its codec or the server sets.
-pub(crate) const RESERVED_KEYS: [&str; 8] = [
+/// Headers the gRPC transport manages itself; user metadata may not set
+/// them: appending one is [`MetadataError::ReservedKey`], and a base map
+/// loses them.
+///
+/// The union of grpc-go's reserved set (`isReservedHeader` in
+/// `internal/transport/http_util.go`: `content-type`, `user-agent`,
+/// `grpc-message-type`, `grpc-encoding`, `grpc-message`, `grpc-status`,
+/// `grpc-timeout`, `te`, plus every `:` pseudo-header, which our key
+/// charset refuses anyway), whose transport drops them from outgoing
+/// metadata, and tonic's `GRPC_RESERVED_HEADERS` (`te`, `content-type`,
+/// `grpc-message`, `grpc-message-type`, `grpc-status`), plus the codec's
+/// `grpc-status-details-bin` and `grpc-accept-encoding`. A `grpc-timeout`
+/// sent as metadata would become the call's deadline (tonic's channel
+/// reads it), a `user-agent` would be prefixed to tonic's own.
+pub(crate) const RESERVED_KEYS: [&str; 10] = [
     "te",
     "content-type",
+    "user-agent",
     "grpc-status",
     "grpc-message",
     "grpc-message-type",
     "grpc-status-details-bin",
     "grpc-encoding",
     "grpc-accept-encoding",
-];
-
-/// Keys whose values `Debug` prints; every other value is redacted.
-const DEBUG_VISIBLE_KEYS: [&str; 6] = [
-    "user-agent",
     "grpc-timeout",
-    "content-type",
-    "te",
-    "grpc-encoding",
-    "grpc-accept-encoding",
 ];
 
 /// Longest key an `http::HeaderName` accepts.
@@ -48,11 +51,11 @@ pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
 /// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
 #[inline]
 pub(crate) fn is_reserved(key: &[u8]) -> bool {
-    // Every reserved key starts with `t`, `c` or `g`: one branch for the
-    // usual `x-...` keys.
+    // Every reserved key starts with `t`, `c`, `u` or `g`: one branch for
+    // the usual `x-...` keys.
     if !matches!(
         key.first().map(u8::to_ascii_lowercase),
-        Some(b't' | b'c' | b'g')
+        Some(b't' | b'c' | b'u' | b'g')
     ) {
         return false;
     }
@@ -61,9 +64,13 @@ pub(crate) fn is_reserved(key: &[u8]) -> bool {
     })
 }
 
-/// Whether `Debug` may print the value of `key`.
-pub(crate) fn is_debug_visible(key: &str) -> bool {
-    DEBUG_VISIBLE_KEYS.contains(&key)
+/// [`is_reserved`] for a header name, which is lower case already: one
+/// exact comparison per reserved key of the same length.
+#[inline]
+pub(crate) fn is_reserved_name(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(name.as_bytes().first(), Some(b't' | b'c' | b'u' | b'g'))
+        && RESERVED_KEYS.contains(&name)
 }
 
 /// [`is_reserved`] for lower-case keys, usable in `const` code.
@@ -460,29 +467,19 @@ impl fmt::Debug for MetadataEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MetadataEntry")
             .field("key", &self.key())
-            .field("value", &RedactedValue::new(&self.name, &self.value))
+            .field("value", &Redacted)
             .finish()
     }
 }
 
-/// A value that `Debug`-prints itself only if its key is on the allowlist.
-pub(crate) struct RedactedValue<'a> {
-    value: Option<&'a HeaderValue>,
-}
+/// Stands for a value in `Debug` output: metadata carries credentials,
+/// and every key a chain can hold is the caller's own (the protocol headers
+/// whose values were safe to show are all reserved).
+pub(crate) struct Redacted;
 
-impl<'a> RedactedValue<'a> {
-    pub(crate) fn new(name: &HeaderName, value: &'a HeaderValue) -> Self {
-        let value = is_debug_visible(name.as_str()).then_some(value);
-        Self { value }
-    }
-}
-
-impl fmt::Debug for RedactedValue<'_> {
+impl fmt::Debug for Redacted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.value {
-            Some(value) => fmt::Debug::fmt(value, f),
-            None => f.write_str("<redacted>"),
-        }
+        f.write_str("<redacted>")
     }
 }
 
@@ -504,7 +501,9 @@ mod tests {
         assert!(!is_reserved(b"content-typf"));
         assert!(is_reserved(b"te"));
         assert!(!is_reserved(b"tee"));
-        assert!(!is_reserved(b"grpc-timeout"));
+        assert!(is_reserved(b"grpc-timeout"));
+        assert!(is_reserved(b"User-Agent"));
+        assert!(!is_reserved(b"user-agents"));
     }
 
     /// The fast check accepts exactly the pairs the full check accepts with

@@ -20,6 +20,16 @@ use super::{MetadataError, OutgoingMetadata};
 /// request headers in FIFO order, after any metadata set on the
 /// `tonic::Request` directly; a request with no chain passes untouched.
 ///
+/// Below this layer the chain is in the request headers and nowhere else:
+/// the layer takes it out of the extensions, and while it calls the inner
+/// service the task's current chain is an empty one (the scope is hidden
+/// for that synchronous call, not for the response future). So a layer
+/// stacked under it sees each pair once, in the headers, and a layer
+/// stacked over it sees the chain still pending (extensions or scope) and
+/// none of it in the headers. That is what lets
+/// [`SetOrgIdLayer`](crate::tenant::SetOrgIdLayer) sit on either side of
+/// it and still send one org id: see its docs.
+///
 /// ```
 /// use tonic_hotpath::metadata::OutgoingMetadataLayer;
 /// use tower::ServiceBuilder;
@@ -99,13 +109,17 @@ where
         let attached = request.extensions_mut().remove::<OutgoingMetadata>();
         let written = match attached {
             Some(metadata) => metadata.write_to(request.headers_mut()),
-            None => {
-                OutgoingMetadata::with_current(|metadata| metadata.write_to(request.headers_mut()))
-                    .unwrap_or(Ok(()))
-            }
+            None => OutgoingMetadata::with_current_borrowed(|metadata| {
+                metadata.write_to(request.headers_mut())
+            })
+            .unwrap_or(Ok(())),
         };
         match written {
-            Ok(()) => ResponseFuture::sent(self.inner.call(request)),
+            // Below this layer the chain is in the headers only: it was taken
+            // from the extensions, and the task's scope is hidden for the call.
+            Ok(()) => ResponseFuture::sent(OutgoingMetadata::hiding_current(|| {
+                self.inner.call(request)
+            })),
             Err(error) => ResponseFuture::refused(error),
         }
     }

@@ -25,8 +25,10 @@
 //!   generated client writes the chain straight into the request headers.
 //!
 //! Keys follow gRPC's rules (`0-9 a-z - _ .`, upper case lowered, `-bin`
-//! keys carry base64-encoded binary values); headers tonic manages
-//! (`te`, `content-type`, `grpc-status`, ...) are refused. The chain's size,
+//! keys carry base64-encoded binary values); headers the transport manages
+//! (grpc-go's `isReservedHeader` set: `te`, `content-type`, `user-agent`,
+//! `grpc-timeout`, `grpc-status`, ...) are refused when appended and
+//! dropped from a base map, as grpc-go's transport drops them. The chain's size,
 //! counted like HTTP/2's header-list size, is capped (15 KiB by default, so
 //! that it fits a default server's 16 KiB header list with tonic's own
 //! headers).
@@ -45,6 +47,7 @@
 //! # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 //! ```
 
+mod base;
 mod base64;
 mod delta;
 mod error;
@@ -64,7 +67,7 @@ use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
 pub use error::MetadataError;
 pub use key::MetadataEntry;
-pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService};
+pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService, ResponseFuture};
 pub use scope::OutgoingMetadataExt;
 use static_pair::StaticPair;
 
@@ -104,6 +107,7 @@ pub const MAX_ENTRIES: usize = 16 * 1024;
 /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
 /// ```
 #[derive(Clone)]
+#[must_use = "appends return a new handle and leave this one unchanged"]
 pub struct OutgoingMetadata {
     head: Option<Arc<MetadataDelta>>,
     limit: usize,
@@ -129,20 +133,39 @@ impl OutgoingMetadata {
     }
 
     /// A chain on the base `map` with the default size limit, like grpc-go's
-    /// `NewOutgoingContext`. Headers tonic manages (`te`, `content-type`,
-    /// `grpc-status`, ...) are removed from the map.
+    /// `NewOutgoingContext`. Headers the transport manages (`te`,
+    /// `content-type`, `user-agent`, `grpc-timeout`, `grpc-status`, ...:
+    /// grpc-go's `isReservedHeader` set and tonic's) are removed from the
+    /// map, as grpc-go's transport drops them, so a map received from a
+    /// caller can be forwarded without its stale deadline; the other entries
+    /// keep their order.
     pub fn from_metadata_map(map: MetadataMap) -> Result<Self, MetadataError> {
         Self::new().with_base(map)
     }
 
     /// A new chain on the base `map`, keeping this handle's limit and
-    /// dropping everything this handle held. Headers tonic manages are
-    /// removed from the map; a map over the limit is an error.
+    /// dropping everything this handle held. Reserved headers are removed
+    /// from the map as in [`from_metadata_map`](Self::from_metadata_map),
+    /// and the remaining entries keep the map's iteration order (the FIFO
+    /// order [`iter`](Self::iter) and the wire show); a map over the limit
+    /// is an error.
+    ///
+    /// ```
+    /// use tonic::metadata::MetadataMap;
+    /// use tonic_hotpath::metadata::OutgoingMetadata;
+    ///
+    /// let mut incoming = MetadataMap::new();
+    /// incoming.insert("x-a", "1".parse().unwrap());
+    /// incoming.insert("grpc-timeout", "4999870u".parse().unwrap());
+    /// incoming.insert("x-b", "2".parse().unwrap());
+    /// let chain = OutgoingMetadata::new().with_base(incoming)?;
+    /// let keys: Vec<_> = chain.iter().map(|(name, _)| name.as_str()).collect();
+    /// assert_eq!(keys, ["x-a", "x-b"]);
+    /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+    /// ```
     pub fn with_base(&self, map: MetadataMap) -> Result<Self, MetadataError> {
         let mut headers = map.into_headers();
-        for reserved in key::RESERVED_KEYS {
-            headers.remove(reserved);
-        }
+        base::drop_reserved(&mut headers);
         let size = headers
             .iter()
             .map(|(name, value)| key::entry_size(name, value))
@@ -341,9 +364,66 @@ impl OutgoingMetadata {
         oldest
     }
 
+    /// The first value of the binary `key` (ending in `-bin`), decoded from
+    /// base64: what `MetadataMap::get_bin(key)` then
+    /// `MetadataValue::to_bytes()` give on the materialised map. `Ok(None)`
+    /// if there is no such value or `key` does not end in `-bin`
+    /// (case-sensitive, as tonic's `get_bin` checks it). A value that is not base64 (possible
+    /// only in a base map built from raw headers) is
+    /// [`MetadataError::InvalidBinaryValue`]. Allocates the decoded bytes.
+    ///
+    /// ```
+    /// use tonic_hotpath::metadata::OutgoingMetadata;
+    ///
+    /// let md = OutgoingMetadata::new().append_bin("x-trace-bin", &[0xca, 0xfe])?;
+    /// assert_eq!(md.get("x-trace-bin").unwrap(), "yv4"); // as on the wire
+    /// assert_eq!(md.get_bin("x-trace-bin")?.unwrap(), [0xca, 0xfe][..]);
+    /// assert_eq!(md.get_bin("x-other-bin")?, None);
+    /// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+    /// ```
+    pub fn get_bin(&self, key: &str) -> Result<Option<Bytes>, MetadataError> {
+        // tonic's test for a binary key: the suffix, case-sensitively.
+        let Some(value) = self.get(key).filter(|_| key.ends_with("-bin")) else {
+            return Ok(None);
+        };
+        match base64::base64_decode(value.as_bytes()) {
+            Some(bytes) => Ok(Some(Bytes::from(bytes))),
+            None => Err(MetadataError::InvalidBinaryValue {
+                key: key.to_ascii_lowercase(),
+            }),
+        }
+    }
+
     /// Every value of `key` in FIFO order. Walks the chain; never allocates.
     pub fn get_all<'a>(&'a self, key: &'a str) -> GetAll<'a> {
         GetAll::new(self.head(), key)
+    }
+
+    /// The first value of `name` in FIFO order (as [`get`](Self::get)) and
+    /// how many values it has (as `get_all(..).count()`), in one walk of
+    /// the chain with no iterator state: the single-key read a layer does
+    /// on every request (e.g. the tenant layer's org-id check). Never
+    /// allocates.
+    pub(crate) fn first_and_count(&self, name: &HeaderName) -> (Option<&HeaderValue>, usize) {
+        let (mut oldest, mut count) = (None, 0);
+        let mut node = self.head();
+        while let Some(current) = node {
+            if let Some(base) = current.base() {
+                let mut values = base.get_all(name).iter();
+                if let Some(first) = values.next() {
+                    oldest = Some(first);
+                    count += 1 + values.count();
+                }
+            }
+            for (pair_name, value) in current.pairs().iter().rev() {
+                if pair_name == name {
+                    oldest = Some(value);
+                    count += 1;
+                }
+            }
+            node = current.parent();
+        }
+        (oldest, count)
     }
 
     /// Writes every entry into `headers` in FIFO order with
@@ -352,8 +432,11 @@ impl OutgoingMetadata {
     /// [`OutgoingMetadataLayer`] does at send time.
     ///
     /// Into a fresh map (`HeaderMap::new()`), a base map is copied whole
-    /// rather than re-inserted; into a map with room (`with_capacity`, or a
-    /// request's headers), nothing is allocated.
+    /// rather than re-inserted; into a map with room for the whole chain
+    /// (`with_capacity`), nothing is allocated; into any other map (a
+    /// request's headers have room for 6, 2 of them taken by `te` and
+    /// `content-type`), room for the whole chain is reserved once, before
+    /// the first entry goes in.
     ///
     /// Fails with [`MetadataError::HeadersFull`], having written
     /// nothing, if `headers` cannot take that many more entries.
@@ -368,12 +451,17 @@ impl OutgoingMetadata {
         };
         // Into a fresh map (nothing allocated yet) a base is copied tables
         // and all, about a third faster than re-hashing its entries.
-        let base_copied = match head.root().base() {
-            Some(base) if headers.capacity() == 0 => {
+        // (A request's headers always have room: no walk to the root.)
+        let fresh_base = match headers.capacity() {
+            0 => head.root().base(),
+            _ => None,
+        };
+        let base_copied = match fresh_base {
+            Some(base) => {
                 headers.clone_from(base);
                 true
             }
-            _ => false,
+            None => false,
         };
         let pending = if base_copied {
             head.len() - headers.len()
@@ -386,15 +474,19 @@ impl OutgoingMetadata {
             }
             return Err(headers_full());
         }
+        // Names go in by reference: `HeaderMap` clones one straight into
+        // its new entry, where a clone passed by value is first moved
+        // through the stack (a quarter of a 50-entry write).
         let mut full = false;
-        head.for_each_node_fifo(&mut |node| {
-            let base = node.base().filter(|_| !base_copied);
-            for (name, value) in base.into_iter().flatten() {
-                full |= headers.try_append(name.clone(), value.clone()).is_err();
-            }
-            for (name, value) in node.pairs() {
-                full |= headers.try_append(name.clone(), value.clone()).is_err();
-            }
+        let mut append = |name: &HeaderName, value: &HeaderValue| {
+            full |= headers.try_append(name, value.clone()).is_err();
+        };
+        head.for_each_node_fifo(&mut |node| match node.base() {
+            Some(base) if !base_copied => base.iter().for_each(|(name, value)| append(name, value)),
+            _ => node
+                .pairs()
+                .iter()
+                .for_each(|(name, value)| append(name, value)),
         });
         // Unreachable after a successful `try_reserve`, but never silent.
         if full { Err(headers_full()) } else { Ok(()) }
@@ -413,16 +505,44 @@ impl OutgoingMetadata {
 }
 
 impl fmt::Debug for OutgoingMetadata {
-    /// Prints keys in FIFO order; values only for a few protocol headers
-    /// (`user-agent`, `grpc-timeout`, ...), as metadata carries credentials.
+    /// Prints keys in FIFO order and `<redacted>` for every value, as
+    /// metadata carries credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut map = f.debug_map();
-        for (name, value) in self.iter() {
-            map.entry(&name.as_str(), &key::RedactedValue::new(name, value));
+        for (name, _) in self.iter() {
+            map.entry(&name.as_str(), &key::Redacted);
         }
         map.finish()
     }
 }
+
+/// Two chains are equal when they hold the same entries in the same FIFO
+/// order ([`iter`](OutgoingMetadata::iter)): same names, same values as on
+/// the wire (`-bin` values compared in base64). How they were built (a base
+/// map or appends, shared nodes or not) and their size limits are not
+/// compared. Never allocates; handles sharing one head compare in O(1).
+///
+/// ```
+/// use tonic_hotpath::metadata::OutgoingMetadata;
+///
+/// let a = OutgoingMetadata::new().append("x-a", "1")?.append("x-b", "2")?;
+/// let b = OutgoingMetadata::with_limit(100).append("x-a", "1")?.append("x-b", "2")?;
+/// assert_eq!(a, b);
+/// assert_ne!(a, OutgoingMetadata::new().append("x-b", "2")?.append("x-a", "1")?);
+/// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+/// ```
+impl PartialEq for OutgoingMetadata {
+    fn eq(&self, other: &Self) -> bool {
+        let same_head = match (&self.head, &other.head) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same_head || (self.len() == other.len() && self.iter().eq(other.iter()))
+    }
+}
+
+impl Eq for OutgoingMetadata {}
 
 impl<'a> IntoIterator for &'a OutgoingMetadata {
     type Item = (&'a http::HeaderName, &'a HeaderValue);
@@ -430,5 +550,42 @@ impl<'a> IntoIterator for &'a OutgoingMetadata {
 
     fn into_iter(self) -> Iter<'a> {
         self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `first_and_count` agrees with `get` and `get_all(..).count()`, base
+    /// values first.
+    #[test]
+    fn first_and_count_is_get_and_get_all_count() {
+        let name = HeaderName::from_static("x-k");
+        let mut base = MetadataMap::new();
+        base.append("x-k", "b1".parse().unwrap());
+        base.append("x-other", "o".parse().unwrap());
+        base.append("x-k", "b2".parse().unwrap());
+        let on_base = OutgoingMetadata::from_metadata_map(base).unwrap();
+        let chains = [
+            OutgoingMetadata::new(),
+            OutgoingMetadata::new()
+                .append_static("x-other", "1")
+                .unwrap(),
+            OutgoingMetadata::new()
+                .append_static("x-k", "a1")
+                .unwrap()
+                .append_static("x-other", "2")
+                .unwrap()
+                .append_static("x-k", "a2")
+                .unwrap(),
+            on_base.clone(),
+            on_base.append_static("x-k", "a1").unwrap(),
+        ];
+        for chain in chains {
+            let (first, count) = chain.first_and_count(&name);
+            assert_eq!(first, chain.get("x-k"), "{chain:?}");
+            assert_eq!(count, chain.get_all("x-k").count(), "{chain:?}");
+        }
     }
 }

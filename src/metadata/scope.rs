@@ -56,10 +56,54 @@ impl OutgoingMetadata {
         CURRENT.try_with(OutgoingMetadata::clone).ok()
     }
 
-    /// Calls `f` with the current task's outgoing metadata, without cloning
-    /// the handle; `None` outside any scope.
+    /// Calls `f` with the current task's outgoing metadata; `None` outside
+    /// any scope. The handle is cloned (one atomic increment) so that `f`
+    /// runs with no borrow of the task-local held: it may do anything,
+    /// including calling a service through
+    /// [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer).
     pub fn with_current<R>(f: impl FnOnce(&OutgoingMetadata) -> R) -> Option<R> {
+        Self::current().as_ref().map(f)
+    }
+
+    /// [`with_current`](Self::with_current) without the clone, for the
+    /// crate's own short `f`s only: `f` runs while the task-local is
+    /// borrowed, so it must not call a service (whose
+    /// [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer) would then
+    /// fail to hide the scope from the layers below it).
+    pub(crate) fn with_current_borrowed<R>(f: impl FnOnce(&OutgoingMetadata) -> R) -> Option<R> {
         CURRENT.try_with(f).ok()
+    }
+
+    /// Calls `f` with the chain [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer)
+    /// would send with a request carrying `extensions`: the attached one,
+    /// else the task's current one, else `None`. Reads in place (no clone);
+    /// the same borrowing rule as [`with_current_borrowed`](Self::with_current_borrowed).
+    pub(crate) fn with_pending<R>(
+        extensions: &http::Extensions,
+        mut f: impl FnMut(Option<&OutgoingMetadata>) -> R,
+    ) -> R {
+        if let Some(attached) = extensions.get::<OutgoingMetadata>() {
+            return f(Some(attached));
+        }
+        match CURRENT.try_with(|current| f(Some(current))) {
+            Ok(result) => result,
+            Err(_) => f(None),
+        }
+    }
+
+    /// Runs `f` (the call into the layers below
+    /// [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer), once it has
+    /// written the chain into the headers) with an empty chain as the task's
+    /// current one, if there is a current one: below the layer the chain
+    /// lives in the headers only, so no layer there sees it twice.
+    pub(crate) fn hiding_current<R>(f: impl FnOnce() -> R) -> R {
+        if CURRENT.try_with(|_| ()).is_err() {
+            return f();
+        }
+        // Cannot panic: the task-local is set and accessible (checked just
+        // above) and not borrowed, as the crate never calls out while it
+        // holds a borrow (see `with_current`).
+        CURRENT.sync_scope(OutgoingMetadata::new(), f)
     }
 }
 

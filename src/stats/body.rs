@@ -104,12 +104,12 @@ where
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
                         observe_data(recorder, this.decoder, data, direction);
-                    } else if let Some(trailers) = frame.trailers_ref() {
-                        if *this.ends_rpc {
-                            let error = framing_error_at_end(this.decoder, direction);
-                            if let Some(recorder) = this.recorder.take() {
-                                recorder.close(|rpc| rpc.trailers_then_end(trailers, error));
-                            }
+                    } else if let Some(trailers) = frame.trailers_ref()
+                        && *this.ends_rpc
+                    {
+                        let error = framing_error_at_end(this.decoder, direction);
+                        if let Some(recorder) = this.recorder.take() {
+                            recorder.close(|rpc| rpc.trailers_then_end(trailers, error));
                         }
                     }
                 }

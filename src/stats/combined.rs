@@ -7,25 +7,55 @@ use std::sync::Arc;
 use super::StatsHandler;
 use super::event::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
 
-/// Two handlers run in order: `first`, then `second`.
+/// Two handlers combined into one: each event goes to `A`, then to `B`.
 ///
 /// Built by [`CombinedLayer::with`](super::CombinedLayer::with); nesting
-/// (`Chain<Chain<A, B>, C>`) keeps registration order. Per-RPC and
+/// (`Combined<Combined<A, B>, C>`) keeps registration order. Per-RPC and
 /// per-connection states are tuples of the two handlers' states, stored
-/// inline.
+/// inline. Name it when a layer's type must be written out, e.g. in a
+/// struct field:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use tonic_hotpath::stats::{ClientSide, Combined, CombinedLayer, StatsHandler};
+///
+/// #[derive(Debug, Default)]
+/// struct Metrics;
+/// impl StatsHandler for Metrics {
+///     type RpcState = ();
+///     type ConnState = ();
+/// }
+///
+/// #[derive(Debug, Default)]
+/// struct Log;
+/// impl StatsHandler for Log {
+///     type RpcState = ();
+///     type ConnState = ();
+/// }
+///
+/// struct Clients {
+///     stats: CombinedLayer<Combined<Arc<Metrics>, Log>, ClientSide>,
+/// }
+///
+/// let clients = Clients {
+///     stats: CombinedLayer::client().with(Arc::new(Metrics)).with(Log),
+/// };
+/// # let _ = clients.stats;
+/// ```
 #[derive(Debug)]
-pub struct Chain<A, B> {
+pub struct Combined<A, B> {
     first: Arc<A>,
     second: B,
 }
 
-impl<A, B> Chain<A, B> {
+impl<A, B> Combined<A, B> {
     pub(crate) fn new(first: Arc<A>, second: B) -> Self {
         Self { first, second }
     }
 }
 
-impl<A: StatsHandler, B: StatsHandler> StatsHandler for Chain<A, B> {
+impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
     type RpcState = (A::RpcState, B::RpcState);
     type ConnState = (A::ConnState, B::ConnState);
     const PAYLOAD_TIMES: bool = A::PAYLOAD_TIMES || B::PAYLOAD_TIMES;

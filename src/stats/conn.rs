@@ -1,10 +1,10 @@
-//! Connection events: a wrapper for the server's accepted-connection stream
-//! ([`StatsIncoming`]) and for a client connector ([`StatsConnector`]).
-//! Each wrapped connection ([`StatsIo`]) delivers `ConnBegin` when created
-//! and `ConnEnd` when dropped, exactly once each.
+//! A connection observed by a [`StatsHandler`] ([`StatsIo`]) and its tag
+//! ([`ConnTag`]): `ConnBegin` when the connection is wrapped, `ConnEnd`
+//! when it is dropped, exactly once each. The server's wrapped
+//! accepted-connection stream is in `incoming.rs`, the client's wrapped
+//! connector in `connector.rs`.
 
 use std::fmt;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -12,25 +12,31 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use futures_core::Stream;
-use http::Uri;
+use hyper_util::client::legacy::connect::{Connected as ClientConnected, Connection};
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tonic::transport::server::{Connected, TcpConnectInfo};
-use tower::Service;
+use tonic::transport::server::Connected;
 
 use super::StatsHandler;
-use super::event::{ConnEvent, ConnInfo, Side};
+use super::event::{ConnEvent, ConnInfo};
+use super::link::ConnLink;
 
 /// A connection's handler states and addresses.
 ///
 /// On the server, a [`StatsIo`]'s `Connected::ConnectInfo` is its
 /// `ConnTag`: tonic puts it into every request's extensions, where the
-/// server layer finds it and hands each handler its connection state in
+/// server layer that made the incoming stream
+/// ([`CombinedLayer::incoming`](super::CombinedLayer::incoming)) finds it
+/// and hands each handler its connection state in
 /// [`StatsHandler::tag_rpc`]. It takes the place of tonic's
 /// `TcpConnectInfo` there; the server layer puts a `TcpConnectInfo` with
 /// the same addresses back, so `tonic::Request::remote_addr()` and
 /// `local_addr()` keep working behind the layer.
+///
+/// On the client, the connection a layer's connector
+/// ([`CombinedLayer::connector`](super::CombinedLayer::connector)) opened
+/// last is linked to that layer while it is open: RPCs that begin then get
+/// its state in `tag_rpc` and its addresses in [`RpcInfo`](super::RpcInfo).
 pub struct ConnTag<H: StatsHandler> {
     shared: Arc<ConnShared<H>>,
 }
@@ -85,6 +91,17 @@ impl<H: StatsHandler> ConnTag<H> {
         );
     }
 
+    /// Whether this connection was tagged by `handler` (the same handler
+    /// object, not just the same type).
+    pub(crate) fn is_for(&self, handler: &Arc<H>) -> bool {
+        Arc::ptr_eq(&self.shared.handler, handler)
+    }
+
+    /// Whether both tags are of the same connection.
+    pub(crate) fn same_conn(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// What was known when the connection was tagged.
     pub fn info(&self) -> &ConnInfo {
         &self.shared.info
@@ -115,10 +132,16 @@ pin_project! {
         #[pin]
         io: IO,
         tag: ConnTag<H>,
+        // The client layer this connection is published to, if any.
+        link: Option<Arc<ConnLink<H>>>,
     }
 
     impl<IO, H: StatsHandler> PinnedDrop for StatsIo<IO, H> {
         fn drop(this: Pin<&mut Self>) {
+            // Unlinked first: no RPC that begins after `ConnEnd` sees it.
+            if let Some(link) = this.link.as_ref() {
+                link.withdraw(&this.tag);
+            }
             this.tag.end();
         }
     }
@@ -134,12 +157,20 @@ impl<IO: fmt::Debug, H: StatsHandler> fmt::Debug for StatsIo<IO, H> {
 }
 
 impl<IO, H: StatsHandler> StatsIo<IO, H> {
-    /// Wraps `io`, tagging it with `handler` and delivering `ConnBegin`.
-    pub fn new(io: IO, handler: Arc<H>, info: ConnInfo) -> Self {
-        Self {
-            io,
-            tag: ConnTag::begin(handler, info),
+    /// Wraps `io`, tagging it with `handler` and delivering `ConnBegin`;
+    /// then, on the client, publishes it to `link` (after `ConnBegin`, so
+    /// no RPC is linked to a connection its handlers have not seen begin).
+    pub(crate) fn new(
+        io: IO,
+        handler: Arc<H>,
+        info: ConnInfo,
+        link: Option<Arc<ConnLink<H>>>,
+    ) -> Self {
+        let tag = ConnTag::begin(handler, info);
+        if let Some(link) = &link {
+            link.publish(tag.clone());
         }
+        Self { io, tag, link }
     }
 
     /// The connection's tag.
@@ -153,31 +184,11 @@ impl<IO, H: StatsHandler> StatsIo<IO, H> {
     }
 }
 
-/// Connection addresses of a server IO's `Connected::ConnectInfo`.
-pub trait ConnectAddrs {
-    /// The peer's address, where known.
-    fn peer_addr(&self) -> Option<SocketAddr>;
-    /// The local address, where known.
-    fn local_addr(&self) -> Option<SocketAddr>;
-}
-
-impl ConnectAddrs for TcpConnectInfo {
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        self.remote_addr
-    }
-
-    fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
-    }
-}
-
-impl ConnectAddrs for () {
-    fn peer_addr(&self) -> Option<SocketAddr> {
-        None
-    }
-
-    fn local_addr(&self) -> Option<SocketAddr> {
-        None
+/// Forwards hyper-util's client connection metadata (addresses, ALPN) of
+/// the wrapped IO, so a `StatsIo` can itself be a connector's IO.
+impl<IO: Connection, H: StatsHandler> Connection for StatsIo<IO, H> {
+    fn connected(&self) -> ClientConnected {
+        self.io.connected()
     }
 }
 
@@ -245,164 +256,5 @@ impl<IO: hyper::rt::Read, H: StatsHandler> hyper::rt::Read for StatsIo<IO, H> {
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         self.project().io.poll_read(cx, buf)
-    }
-}
-
-pin_project! {
-    /// Wraps the server's accepted-connection stream (the `incoming` of
-    /// `Server::serve_with_incoming`): every accepted IO becomes a
-    /// [`StatsIo`] whose [`ConnTag`] reaches the server layer's RPCs.
-    ///
-    /// Use the server layer's handler ([`CombinedLayer::handler`](super::CombinedLayer::handler))
-    /// so the layer finds the tag.
-    pub struct StatsIncoming<I, H> {
-        #[pin]
-        inner: I,
-        handler: Arc<H>,
-    }
-}
-
-impl<I, H> fmt::Debug for StatsIncoming<I, H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StatsIncoming").finish_non_exhaustive()
-    }
-}
-
-impl<I, H> StatsIncoming<I, H> {
-    /// Wraps `incoming`, tagging each connection with `handler`.
-    pub fn new(incoming: I, handler: Arc<H>) -> Self {
-        Self {
-            inner: incoming,
-            handler,
-        }
-    }
-}
-
-impl<I, IO, E, H> Stream for StatsIncoming<I, H>
-where
-    I: Stream<Item = Result<IO, E>>,
-    IO: Connected,
-    IO::ConnectInfo: ConnectAddrs,
-    H: StatsHandler,
-{
-    type Item = Result<StatsIo<IO, H>, E>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.project();
-        let handler = this.handler;
-        this.inner.poll_next(cx).map(|item| {
-            item.map(|accepted| {
-                accepted.map(|io| {
-                    let addrs = io.connect_info();
-                    let info = ConnInfo {
-                        side: Side::Server,
-                        peer_addr: addrs.peer_addr(),
-                        local_addr: addrs.local_addr(),
-                    };
-                    StatsIo::new(io, Arc::clone(handler), info)
-                })
-            })
-        })
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.inner.size_hint()
-    }
-}
-
-/// Wraps a client connector (for `Endpoint::connect_with_connector`):
-/// every connection it makes becomes a [`StatsIo`]. The peer address is
-/// taken from the URI when it is a literal `ip:port`.
-pub struct StatsConnector<C, H> {
-    inner: C,
-    handler: Arc<H>,
-}
-
-impl<C: Clone, H> Clone for StatsConnector<C, H> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            handler: Arc::clone(&self.handler),
-        }
-    }
-}
-
-impl<C: fmt::Debug, H> fmt::Debug for StatsConnector<C, H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StatsConnector")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<C, H> StatsConnector<C, H> {
-    /// Wraps `connector`, tagging each connection with `handler`.
-    pub fn new(connector: C, handler: Arc<H>) -> Self {
-        Self {
-            inner: connector,
-            handler,
-        }
-    }
-}
-
-impl<C, H> Service<Uri> for StatsConnector<C, H>
-where
-    C: Service<Uri>,
-    H: StatsHandler,
-{
-    type Response = StatsIo<C::Response, H>;
-    type Error = C::Error;
-    type Future = ConnectFuture<C::Future, H>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), C::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let peer_addr = uri
-            .authority()
-            .and_then(|authority| authority.as_str().parse().ok());
-        ConnectFuture {
-            inner: self.inner.call(uri),
-            handler: Arc::clone(&self.handler),
-            peer_addr,
-        }
-    }
-}
-
-pin_project! {
-    /// The future of [`StatsConnector`]: the inner connection, wrapped.
-    pub struct ConnectFuture<F, H> {
-        #[pin]
-        inner: F,
-        handler: Arc<H>,
-        peer_addr: Option<SocketAddr>,
-    }
-}
-
-impl<F, H> fmt::Debug for ConnectFuture<F, H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectFuture")
-            .field("peer_addr", &self.peer_addr)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<F, IO, E, H> Future for ConnectFuture<F, H>
-where
-    F: Future<Output = Result<IO, E>>,
-    H: StatsHandler,
-{
-    type Output = Result<StatsIo<IO, H>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let io = std::task::ready!(this.inner.poll(cx))?;
-        let info = ConnInfo {
-            side: Side::Client,
-            peer_addr: *this.peer_addr,
-            local_addr: None,
-        };
-        Poll::Ready(Ok(StatsIo::new(io, Arc::clone(this.handler), info)))
     }
 }

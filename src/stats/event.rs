@@ -26,9 +26,13 @@ pub struct RpcInfo<'a> {
     pub side: Side,
     /// The full method name as in the request path, e.g. `/pkg.Service/Method`.
     pub method: &'a str,
-    /// The peer's address, where known (server side with a TCP connection).
+    /// The peer's address, where known: on the server, the client's
+    /// address (TCP connections); on the client, the server's address when
+    /// the channel was built with the layer's connector and a connection
+    /// is open as the RPC begins (grpc-go reports it in the client's
+    /// `OutHeader`).
     pub peer_addr: Option<SocketAddr>,
-    /// The local address, where known.
+    /// The local address, where known (as `peer_addr`).
     pub local_addr: Option<SocketAddr>,
 }
 
@@ -130,6 +134,46 @@ pub struct End<'a> {
 /// grpc-go. Once the client has reset the stream (or the connection broke),
 /// the server's later `OutHeader`, `OutPayload` and `OutTrailer` are not
 /// delivered: as in grpc-go, nothing more is written to a closed stream.
+///
+/// A handler matches the events it needs and ignores the rest; the
+/// references are only valid during the call:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// use tonic::Code;
+/// use tonic_hotpath::stats::{RpcEvent, StatsHandler};
+///
+/// /// Bytes on the wire per direction, and failed RPCs.
+/// #[derive(Debug, Default)]
+/// struct Traffic {
+///     sent: AtomicU64,
+///     received: AtomicU64,
+///     failed: AtomicU64,
+/// }
+///
+/// impl StatsHandler for Traffic {
+///     type RpcState = ();
+///     type ConnState = ();
+///     const PAYLOAD_TIMES: bool = false;
+///
+///     fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+///         match event {
+///             RpcEvent::OutPayload(p) => {
+///                 self.sent.fetch_add(p.wire_length, Ordering::Relaxed);
+///             }
+///             RpcEvent::InPayload(p) => {
+///                 self.received.fetch_add(p.wire_length, Ordering::Relaxed);
+///             }
+///             RpcEvent::End(end) if end.code != Code::Ok => {
+///                 self.failed.fetch_add(1, Ordering::Relaxed);
+///             }
+///             _ => {}
+///         }
+///     }
+/// }
+/// # let _ = Traffic::default();
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum RpcEvent<'a> {
     /// The RPC began.

@@ -1,6 +1,7 @@
 //! [`CombinedLayer`]: one tower layer feeding any number of handlers, on
 //! the server (`Server::builder().layer(..)`) or over a client `Channel`.
 
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -16,22 +17,29 @@ use tower::{Layer, Service};
 
 use super::StatsHandler;
 use super::body::ObservedBody;
-use super::combined::Chain;
+use super::combined::Combined;
 use super::conn::ConnTag;
 use super::event::{Direction, RpcError, RpcInfo, Side};
 use super::frame::DEFAULT_MAX_MESSAGE_LEN;
+use super::link::{ConnLink, LinkedConn};
 use super::pool::{LayerShared, PoolOwner, RecordRef};
 use super::recorder::{RpcRecorder, classify_error};
+use super::side::ClientTransport;
 
 /// The error type of the layered services: the inner service's error, boxed
 /// (tonic's server and generated clients accept any `Into<BoxError>`).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Marker: the layer instruments a server (`Server::builder().layer(..)`).
+/// Its connections come from [`CombinedLayer::incoming_tcp`] /
+/// [`CombinedLayer::incoming`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServerSide;
 
-/// Marker: the layer instruments a client (over a `Channel`).
+/// Marker: the layer instruments a client: it wraps a
+/// [`ClientTransport`] (a `Channel` or a stack over one), whose
+/// connections come from [`CombinedLayer::connector`] /
+/// [`CombinedLayer::connector_with`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientSide;
 
@@ -42,7 +50,7 @@ pub struct ClientSide;
 ///   zero cost.
 /// - One handler is called directly.
 /// - Several handlers ([`with`](Self::with) repeatedly) form a static
-///   [`Chain`]: each event is built once and the same reference is handed
+///   [`Combined`]: each event is built once and the same reference is handed
 ///   to each handler in registration order; all per-RPC states live inline
 ///   in one per-RPC record.
 ///
@@ -52,6 +60,12 @@ pub struct ClientSide;
 /// [`StatsHandler::tag_rpc`](super::StatsHandler::tag_rpc).
 ///
 /// Cloning the layer or its services is one `Arc` clone.
+///
+/// The side is part of the type: a server layer over a `Channel`, or a
+/// client layer on a server, does not compile (see [`ClientTransport`]).
+/// Connection events come from the stream or connector the layer builds:
+/// [`incoming_tcp`](Self::incoming_tcp) on the server,
+/// [`connector`](Self::connector) on the client.
 ///
 /// ```
 /// use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
@@ -77,6 +91,12 @@ pub struct ClientSide;
 pub struct CombinedLayer<H, K> {
     handler: Arc<H>,
     max_message_len: u32,
+    // The client's `Arc<ConnLink<H>>`, shared by the layer's clones, its
+    // services and its connectors (see `link.rs`); `None` without a
+    // handler. Erased because `ConnLink<H>` needs `H: StatsHandler`, which
+    // the layer without handlers (`H = ()`) is not; downcast once per
+    // `layer` / `connector` call, never per RPC.
+    link: Option<Arc<dyn Any + Send + Sync>>,
     side: PhantomData<fn() -> K>,
 }
 
@@ -85,6 +105,7 @@ impl<H, K> Clone for CombinedLayer<H, K> {
         Self {
             handler: Arc::clone(&self.handler),
             max_message_len: self.max_message_len,
+            link: self.link.clone(),
             side: PhantomData,
         }
     }
@@ -102,10 +123,12 @@ impl<H: fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
 
 impl CombinedLayer<(), ServerSide> {
     /// A server layer with no handlers yet.
+    #[must_use]
     pub fn server() -> Self {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
+            link: None,
             side: PhantomData,
         }
     }
@@ -113,10 +136,12 @@ impl CombinedLayer<(), ServerSide> {
 
 impl CombinedLayer<(), ClientSide> {
     /// A client layer with no handlers yet.
+    #[must_use]
     pub fn client() -> Self {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
+            link: None,
             side: PhantomData,
         }
     }
@@ -143,28 +168,48 @@ impl<H, K> CombinedLayer<H, K> {
 
 impl<K> CombinedLayer<(), K> {
     /// Registers the first handler.
+    #[must_use]
     pub fn with<H: StatsHandler>(self, handler: H) -> CombinedLayer<H, K> {
-        CombinedLayer {
-            handler: Arc::new(handler),
-            max_message_len: self.max_message_len,
-            side: PhantomData,
-        }
+        CombinedLayer::new(Arc::new(handler), self.max_message_len)
     }
 }
 
 impl<H: StatsHandler, K> CombinedLayer<H, K> {
-    /// Registers another handler, called after those already registered.
-    pub fn with<H2: StatsHandler>(self, handler: H2) -> CombinedLayer<Chain<H, H2>, K> {
-        CombinedLayer {
-            handler: Arc::new(Chain::new(self.handler, handler)),
-            max_message_len: self.max_message_len,
+    /// A layer of `handler`, with a fresh connection link.
+    fn new(handler: Arc<H>, max_message_len: u32) -> Self {
+        Self {
+            handler,
+            max_message_len,
+            link: Some(Arc::new(ConnLink::<H>::new())),
             side: PhantomData,
         }
+    }
+
+    /// Registers another handler, called after those already registered.
+    ///
+    /// Build connectors ([`connector`](Self::connector)) from the final
+    /// layer: a connector made before `with` is linked to the layer it was
+    /// made from, not to the new one.
+    #[must_use]
+    pub fn with<H2: StatsHandler>(self, handler: H2) -> CombinedLayer<Combined<H, H2>, K> {
+        CombinedLayer::new(
+            Arc::new(Combined::new(self.handler, handler)),
+            self.max_message_len,
+        )
     }
 
     /// The combined handler.
     pub fn handler(&self) -> &Arc<H> {
         &self.handler
+    }
+
+    /// The client's connection link, shared by the layer's clones.
+    pub(crate) fn link(&self) -> Arc<ConnLink<H>> {
+        self.link
+            .clone()
+            .and_then(|link| link.downcast().ok())
+            // Unreachable: every layer with a handler is built by `new`.
+            .unwrap_or_else(|| Arc::new(ConnLink::new()))
     }
 
     /// What one layered service shares with its clones and RPCs, including
@@ -177,7 +222,15 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
     }
 }
 
-impl<S, K> Layer<S> for CombinedLayer<(), K> {
+impl<S> Layer<S> for CombinedLayer<(), ServerSide> {
+    type Service = S;
+
+    fn layer(&self, inner: S) -> S {
+        inner
+    }
+}
+
+impl<S: ClientTransport> Layer<S> for CombinedLayer<(), ClientSide> {
     type Service = S;
 
     fn layer(&self, inner: S) -> S {
@@ -196,23 +249,25 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
     }
 }
 
-impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
+impl<S: ClientTransport, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
     type Service = ClientStats<S, H>;
 
     fn layer(&self, inner: S) -> Self::Service {
         ClientStats {
             inner,
             shared: self.shared(),
+            link: LinkedConn::new(self.link()),
         }
     }
 }
 
 macro_rules! stats_service {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident $({ $($(#[$field_doc:meta])* $field:ident: $ty:ty),* })?) => {
         $(#[$doc])*
         pub struct $name<S, H: StatsHandler> {
             inner: S,
             shared: Arc<PoolOwner<H>>,
+            $($($(#[$field_doc])* $field: $ty,)*)?
         }
 
         impl<S: Clone, H: StatsHandler> Clone for $name<S, H> {
@@ -220,6 +275,7 @@ macro_rules! stats_service {
                 Self {
                     inner: self.inner.clone(),
                     shared: Arc::clone(&self.shared),
+                    $($($field: self.$field.clone(),)*)?
                 }
             }
         }
@@ -247,7 +303,10 @@ stats_service!(
     /// The client service built by [`CombinedLayer::client`]. The request
     /// body is wrapped and re-boxed into `tonic::body::Body` (one allocation
     /// per RPC, as a tonic `Channel` accepts only that type).
-    ClientStats
+    ClientStats {
+        /// The connection the layer's connector opened last, if open.
+        link: LinkedConn<H>
+    }
 );
 
 impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ServerStats<S, H>
@@ -287,10 +346,14 @@ where
             peer_addr,
             local_addr,
         };
+        // Only this layer's own connections hand their state to its
+        // handlers (another layer of the same handler type may have
+        // tagged the connection).
+        let own_conn = conn.filter(|conn| conn.is_for(&self.shared.handler));
         let recorder = RpcRecorder::begin(
             &self.shared,
             &info,
-            conn.map(ConnTag::state),
+            own_conn.map(ConnTag::state),
             request.headers(),
         );
         if restore_tcp_info {
@@ -323,13 +386,21 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The connection the channel is using, when it was made by this
+        // layer's connector (see `CombinedLayer::connector_with`).
+        let conn = self.link.get();
         let info = RpcInfo {
             side: Side::Client,
             method: request.uri().path(),
-            peer_addr: None,
-            local_addr: None,
+            peer_addr: conn.and_then(ConnTag::peer_addr),
+            local_addr: conn.and_then(ConnTag::local_addr),
         };
-        let recorder = RpcRecorder::begin(&self.shared, &info, None, request.headers());
+        let recorder = RpcRecorder::begin(
+            &self.shared,
+            &info,
+            conn.map(ConnTag::state),
+            request.headers(),
+        );
         let request = request.map(|body| {
             tonic::body::Body::new(ObservedBody::new(
                 body,

@@ -12,12 +12,19 @@
 //! per RPC and the client layer once (the request body re-boxed for the
 //! `Channel`).
 //!
-//! - Server: `Server::builder().layer(CombinedLayer::server().with(h))`.
-//! - Client: `ServiceBuilder::new().layer(CombinedLayer::client().with(h)).service(channel)`.
-//! - Connections: [`StatsIncoming`] wraps the server's accepted connection
-//!   stream, [`StatsConnector`] wraps a client connector; both emit
-//!   [`ConnEvent`]s and, on the server, make each connection's handler
-//!   states visible to that connection's RPCs ([`StatsHandler::tag_rpc`]).
+//! - Server: `Server::builder().layer(layer)` with
+//!   `layer = CombinedLayer::server().with(h)`, served with
+//!   `.serve_with_incoming(layer.incoming_tcp(listener))` for connection
+//!   events ([`StatsIncoming`]; `TCP_NODELAY` on, as `Server::serve` does).
+//! - Client: `ServiceBuilder::new().layer(layer).service(channel)` with
+//!   `layer = CombinedLayer::client().with(h)`, over a channel from
+//!   `endpoint.connect_with_connector(layer.connector())` for connection
+//!   events ([`StatsConnector`]; tonic's TCP defaults).
+//! - Connections: both sides emit [`ConnEvent`]s and make each
+//!   connection's handler states and addresses visible to its RPCs
+//!   ([`StatsHandler::tag_rpc`], [`RpcInfo::peer_addr`]).
+//! - The side is in the type: a server layer over a `Channel` or a client
+//!   layer on a server does not compile ([`ClientTransport`]).
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
 //! 5-byte length prefix across any body chunk split; a message is reported
@@ -34,7 +41,7 @@
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! use tonic::Code;
-//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler, StatsIncoming};
+//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler};
 //!
 //! /// Counts RPCs that ended with each outcome.
 //! #[derive(Debug, Default)]
@@ -86,10 +93,7 @@
 //!         .with(EndLog);
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //!     let addr = listener.local_addr()?;
-//!     let incoming = StatsIncoming::new(
-//!         tokio_stream::wrappers::TcpListenerStream::new(listener),
-//!         Arc::clone(layer.handler()),
-//!     );
+//!     let incoming = layer.incoming_tcp(listener);
 //!     // (No services registered: every RPC ends `Unimplemented`.)
 //!     let server = tonic::transport::Server::builder()
 //!         .layer(layer)
@@ -97,13 +101,15 @@
 //!         .serve_with_incoming(incoming);
 //!     tokio::spawn(server);
 //!
-//!     // Client: the same layer over a Channel; generated clients accept it.
+//!     // Client: the layer's connector makes the connections, the layer
+//!     // wraps the Channel; generated clients accept the result.
+//!     let layer = CombinedLayer::client()
+//!         .with(Arc::clone(&client_outcomes))
+//!         .with(EndLog);
 //!     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-//!         .connect()
+//!         .connect_with_connector(layer.connector())
 //!         .await?;
-//!     let layered = tower::ServiceBuilder::new()
-//!         .layer(CombinedLayer::client().with(Arc::clone(&client_outcomes)).with(EndLog))
-//!         .service(channel);
+//!     let layered = tower::ServiceBuilder::new().layer(layer).service(channel);
 //!     let mut grpc = tonic::client::Grpc::new(layered);
 //!     grpc.ready().await?;
 //!     let status = grpc
@@ -123,19 +129,26 @@
 mod body;
 mod combined;
 mod conn;
+mod connector;
 mod event;
 pub mod frame;
+mod incoming;
 mod layer;
+mod link;
 mod pool;
 mod recorder;
+mod side;
 
 pub use body::ObservedBody;
-pub use combined::Chain;
-pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
+pub use combined::Combined;
+pub use conn::{ConnTag, StatsIo};
+pub use connector::{ConnectFuture, StatsConnector};
 pub use event::{ConnEvent, ConnInfo, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
+pub use incoming::{ConnectAddrs, StatsIncoming};
 pub use layer::{
     BoxError, ClientSide, ClientStats, CombinedLayer, ResponseFuture, ServerSide, ServerStats,
 };
+pub use side::ClientTransport;
 
 /// Observes RPCs and connections (grpc-go `stats.Handler`).
 ///
@@ -144,6 +157,48 @@ pub use layer::{
 /// per-connection state (created by [`tag_conn`](Self::tag_conn)); both are
 /// stored inline by the layer, so they cost no heap allocation of their own.
 /// Handlers are called synchronously on the RPC's hot path: keep them short.
+///
+/// A handler that times each method, with the method name as its per-RPC
+/// state and the peer's address remembered per connection:
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use std::time::Duration;
+///
+/// use tonic_hotpath::stats::{CombinedLayer, ConnInfo, RpcEvent, RpcInfo, StatsHandler};
+///
+/// #[derive(Debug)]
+/// struct Latency;
+///
+/// impl StatsHandler for Latency {
+///     type RpcState = String;
+///     type ConnState = Option<SocketAddr>;
+///     // Only `Begin`/`End` times are read: skip the payload clock reads.
+///     const PAYLOAD_TIMES: bool = false;
+///
+///     fn tag_conn(&self, info: &ConnInfo) -> Option<SocketAddr> {
+///         info.peer_addr
+///     }
+///
+///     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Option<SocketAddr>>) -> String {
+///         match conn.copied().flatten() {
+///             Some(peer) => format!("{} ({peer})", info.method),
+///             None => info.method.to_owned(),
+///         }
+///     }
+///
+///     fn handle_rpc(&self, method: &mut String, event: &RpcEvent<'_>) {
+///         if let RpcEvent::End(end) = event {
+///             let took: Duration = end.end_time - end.begin_time;
+///             println!("{method}: {:?} in {took:?}", end.code);
+///         }
+///     }
+/// }
+///
+/// // Registered on a server layer (or a client layer) like any handler.
+/// let layer = CombinedLayer::server().with(Latency);
+/// # let _ = layer;
+/// ```
 pub trait StatsHandler: Send + Sync + 'static {
     /// Per-RPC state, created when the RPC begins and passed to every event.
     type RpcState: Default + Send + 'static;
@@ -160,8 +215,11 @@ pub trait StatsHandler: Send + Sync + 'static {
     const PAYLOAD_TIMES: bool = true;
 
     /// Creates the per-RPC state. `conn` is this handler's state for the
-    /// RPC's connection when the server's incoming stream is wrapped with
-    /// [`StatsIncoming`].
+    /// RPC's connection: on the server when it is served from the layer's
+    /// [`StatsIncoming`] (`layer.incoming_tcp(..)`), on the client when the
+    /// channel was built with the layer's [`StatsConnector`]
+    /// (`layer.connector()`) and a connection is open as the RPC begins
+    /// (see [`CombinedLayer::connector_with`]).
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         let _ = (info, conn);
         Self::RpcState::default()

@@ -10,7 +10,7 @@ use tower::{BoxError, Layer, Service};
 
 use super::error::InjectError;
 use super::future::InnerOrRejected;
-use super::inject::inject_into_headers;
+use super::inject::inject_into_request;
 use super::tenant_ids::TenantIds;
 
 /// Stamps a fixed org id on every outgoing request, over a `Channel`:
@@ -36,6 +36,41 @@ use super::tenant_ids::TenantIds;
 /// count). A request that already carries the same id passes unchanged; one
 /// carrying a different id (or several) fails with `INVALID_ARGUMENT`
 /// ([`InjectError`] as the status's source) and is not sent.
+///
+/// # With [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer)
+///
+/// The ids a request carries are those in its headers *and* those of the
+/// outgoing-metadata chain that will be sent with it, counted once each,
+/// as dskit's `InjectIntoGRPCRequest` counts pairs appended to the outgoing
+/// context. So "the same id passes once, a different one is refused and
+/// not sent" holds in either layer order, for a chain attached to the
+/// request or in the task's scope:
+///
+/// - `SetOrgIdLayer` outside (above) `OutgoingMetadataLayer`, the order the
+///   README shows: the chain is still pending (in the request's extensions
+///   or the task-local scope) when this layer runs; it reads the chain's
+///   `x-scope-orgid` values in place (a single-key walk of the chain, no
+///   map built) and adds its id to the headers only if neither carries one.
+/// - `SetOrgIdLayer` inside (below) `OutgoingMetadataLayer`: the chain is
+///   already in the headers, and that layer has taken it out of the
+///   extensions and hidden the scope for the call, so this layer sees each
+///   id once, in the headers.
+///
+/// ```
+/// use tonic_hotpath::metadata::OutgoingMetadataLayer;
+/// use tonic_hotpath::tenant::{OrgId, SetOrgIdLayer};
+/// use tower::ServiceBuilder;
+///
+/// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
+/// let channel = ServiceBuilder::new()
+///     .layer(SetOrgIdLayer::new(OrgId::new("team-a")?)) // either order is fine
+///     .layer(OutgoingMetadataLayer::new())
+///     .service(channel);
+/// # drop(channel);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct SetOrgIdLayer {
     value: HeaderValue,
@@ -101,7 +136,7 @@ where
 
     #[inline]
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
-        let kind = match inject_into_headers(request.headers_mut(), &self.value) {
+        let kind = match inject_into_request(&mut request, &self.value) {
             Ok(()) => InnerOrRejected::inner(self.inner.call(request)),
             Err(error) => InnerOrRejected::rejected(error),
         };

@@ -7,6 +7,15 @@ use tonic::{Code, Status};
 use super::validate::MAX_ORG_ID_LEN;
 
 /// Why a value is not a valid org id (Cortex's tenant rules).
+///
+/// ```
+/// use tonic_hotpath::tenant::{InvalidOrgId, OrgId};
+///
+/// let err = OrgId::new("team a").unwrap_err();
+/// assert_eq!(err, InvalidOrgId::Character { byte: b' ', position: 4 });
+/// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
+/// assert_eq!(OrgId::new("..").unwrap_err(), InvalidOrgId::DotSegment);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InvalidOrgId {
@@ -58,6 +67,27 @@ impl fmt::Display for InvalidOrgId {
 impl std::error::Error for InvalidOrgId {}
 
 /// Why an org id could not be taken from a request's `x-scope-orgid` header.
+///
+/// Converts into the `tonic::Status` a server answers with:
+///
+/// ```
+/// use tonic::Code;
+/// use tonic::metadata::MetadataMap;
+/// use tonic_hotpath::tenant::{self, InvalidOrgId, OrgIdError};
+///
+/// let missing = tenant::extract(&MetadataMap::new()).unwrap_err();
+/// assert_eq!(missing, OrgIdError::Missing);
+/// assert_eq!(tonic::Status::from(missing).code(), Code::Unauthenticated);
+///
+/// let mut metadata = MetadataMap::new();
+/// metadata.insert("x-scope-orgid", "team/a".parse().unwrap());
+/// let invalid = tenant::extract(&metadata).unwrap_err();
+/// assert_eq!(
+///     invalid,
+///     OrgIdError::Invalid(InvalidOrgId::Character { byte: b'/', position: 4 })
+/// );
+/// assert_eq!(invalid.code(), Code::InvalidArgument);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OrgIdError {
@@ -130,6 +160,19 @@ impl From<OrgIdError> for Status {
 
 /// Why an org id could not be put into outgoing metadata (Cortex's
 /// `InjectIntoGRPCRequest` errors).
+///
+/// ```
+/// use tonic::Request;
+/// use tonic_hotpath::tenant::{InjectError, InjectOrgId, OrgId};
+///
+/// let mut request = Request::new(());
+/// request.inject_org_id(&OrgId::new("team-a")?)?;
+/// request.inject_org_id(&OrgId::new("team-a")?)?; // the same id again: fine
+/// let err = request.inject_org_id(&OrgId::new("team-b")?).unwrap_err();
+/// assert!(matches!(err, InjectError::DifferentOrgIdPresent { .. }));
+/// assert_eq!(tonic::Status::from(err).code(), tonic::Code::InvalidArgument);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InjectError {

@@ -13,10 +13,13 @@ use super::tenant_ids::TenantIds;
 
 /// Something an org id can be injected into: outgoing metadata of a call.
 ///
-/// As Cortex's `InjectIntoGRPCRequest`: if the target already carries the
-/// same id, nothing changes; a different id is
+/// As dskit's (Cortex's) `InjectIntoGRPCRequest`: if the target already
+/// carries the same id, nothing changes; a different id is
 /// [`InjectError::DifferentOrgIdPresent`]; several ids are
 /// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
+/// For a request, the ids already present include those of the
+/// outgoing-metadata chain that will be sent with it (see the
+/// `tonic::Request` impl).
 ///
 /// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
 /// `tonic::Request<T>`, `http::Request<B>` and the
@@ -59,25 +62,87 @@ fn needs_insert<'a>(
     mut present: impl Iterator<Item = &'a HeaderValue>,
     value: &HeaderValue,
 ) -> Result<bool, InjectError> {
-    match (present.next(), present.count()) {
-        (None, _) => Ok(true),
-        (Some(existing), 0) if existing == value => Ok(false),
-        (Some(existing), 0) => Err(InjectError::DifferentOrgIdPresent {
-            present: String::from_utf8_lossy(existing.as_bytes()).into_owned(),
-            injected: String::from_utf8_lossy(value.as_bytes()).into_owned(),
-        }),
-        (Some(_), more) => Err(InjectError::TooManyHeaders { count: more + 1 }),
+    let first = present.next();
+    decide(first, first.map_or(0, |_| 1 + present.count()), value)
+}
+
+/// [`needs_insert`] given the first present value and how many values are
+/// present in all.
+#[inline]
+fn decide(
+    first: Option<&HeaderValue>,
+    count: usize,
+    value: &HeaderValue,
+) -> Result<bool, InjectError> {
+    match first {
+        None => Ok(true),
+        Some(existing) if count == 1 && existing == value => Ok(false),
+        Some(existing) if count == 1 => Err(different_org_id(existing, value)),
+        Some(_) => Err(InjectError::TooManyHeaders { count }),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn different_org_id(present: &HeaderValue, injected: &HeaderValue) -> InjectError {
+    InjectError::DifferentOrgIdPresent {
+        present: String::from_utf8_lossy(present.as_bytes()).into_owned(),
+        injected: String::from_utf8_lossy(injected.as_bytes()).into_owned(),
+    }
+}
+
+/// Adds `value` to `headers`, which hold no org id (checked by the caller).
+/// Out of line, so that the map's insert is inlined here once.
+#[inline(never)]
+fn add_org_id(headers: &mut HeaderMap, value: &HeaderValue) {
+    headers.insert(ORG_ID_HEADER_NAME, value.clone());
 }
 
 /// Insert if absent, accept the same value, refuse a different one or
 /// several.
-pub(crate) fn inject_into_headers(
-    headers: &mut HeaderMap,
+fn inject_into_headers(headers: &mut HeaderMap, value: &HeaderValue) -> Result<(), InjectError> {
+    if needs_insert(headers.get_all(&ORG_ID_HEADER_NAME).iter(), value)? {
+        add_org_id(headers, value);
+    }
+    Ok(())
+}
+
+/// [`needs_insert`] for a request about to be sent, whose org ids are
+/// those in its `headers` followed by those of the outgoing-metadata chain
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) will
+/// add: the one attached to its `extensions`, else the task's current one
+/// (dskit's `InjectIntoGRPCRequest` reads `metadata.FromOutgoingContext`,
+/// appended pairs included). Below that layer the chain is already in the
+/// headers and neither in the extensions nor in scope, so either way each
+/// id is counted once. The chain is read in place (a single-key walk; no
+/// map is built, nothing is cloned).
+fn needs_insert_before_send(
+    headers: &HeaderMap,
+    extensions: &http::Extensions,
+    value: &HeaderValue,
+) -> Result<bool, InjectError> {
+    let mut in_headers = headers.get_all(&ORG_ID_HEADER_NAME).iter();
+    let first = in_headers.next();
+    let count = first.map_or(0, |_| 1 + in_headers.count());
+    OutgoingMetadata::with_pending(extensions, |chain| match chain {
+        None => decide(first, count, value),
+        Some(chain) => {
+            let (chain_first, chain_count) = chain.first_and_count(&ORG_ID_HEADER_NAME);
+            decide(first.or(chain_first), count + chain_count, value)
+        }
+    })
+}
+
+/// Injects into an `http::Request` about to be sent (see
+/// [`needs_insert_before_send`]): the value goes into its headers only if
+/// neither they nor the pending chain carry an org id.
+#[inline]
+pub(crate) fn inject_into_request<B>(
+    request: &mut http::Request<B>,
     value: &HeaderValue,
 ) -> Result<(), InjectError> {
-    if needs_insert(headers.get_all(&ORG_ID_HEADER_NAME).iter(), value)? {
-        headers.insert(ORG_ID_HEADER_NAME.clone(), value.clone());
+    if needs_insert_before_send(request.headers(), request.extensions(), value)? {
+        add_org_id(request.headers_mut(), value);
     }
     Ok(())
 }
@@ -121,15 +186,40 @@ impl InjectOrgId for MetadataMap {
     }
 }
 
+/// The request's own metadata and the outgoing-metadata chain that will be
+/// sent with it (attached with
+/// [`set_outgoing_metadata`](crate::metadata::OutgoingMetadataExt::set_outgoing_metadata),
+/// else the task's [`scope`](OutgoingMetadata::scope) at the time of the
+/// call) count together, as dskit's `InjectIntoGRPCRequest` counts
+/// appended pairs: an id the chain already carries is not added again, a
+/// different one is refused. The id goes into the request's metadata.
+///
+/// ```
+/// use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt};
+/// use tonic_hotpath::tenant::{InjectOrgId, OrgId};
+///
+/// let mut request = tonic::Request::new(());
+/// let chain = OutgoingMetadata::new().append_static("x-scope-orgid", "team-a")?;
+/// request.set_outgoing_metadata(chain);
+/// request.inject_org_id(&OrgId::new("team-a")?)?; // the chain has it: nothing added
+/// assert!(request.metadata().get("x-scope-orgid").is_none());
+/// assert!(request.inject_org_id(&OrgId::new("team-b")?).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 impl<T> InjectOrgId for tonic::Request<T> {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
-        self.metadata_mut().inject_org_id_value(value)
+        if needs_insert_before_send(self.metadata().as_ref(), self.extensions(), value)? {
+            add_org_id(self.metadata_mut().as_mut(), value);
+        }
+        Ok(())
     }
 }
 
+/// As for `tonic::Request`: the headers and the chain that will be sent
+/// with the request (attached, else in scope) count together.
 impl<B> InjectOrgId for http::Request<B> {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
-        inject_into_headers(self.headers_mut(), value)
+        inject_into_request(self, value)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
@@ -33,14 +34,30 @@ use super::tenant_ids::TenantIds;
 /// let builder = tonic::transport::Server::builder().layer(
 ///     RequireOrgIdLayer::new()
 ///         .allow_multi_tenant(true)
-///         .exempt_services(&["grpc.health.v1.Health"]),
+///         .exempt_services(["grpc.health.v1.Health"]),
 /// );
 /// # drop(builder);
 /// ```
-#[derive(Debug, Clone, Copy, Default)]
+///
+/// The exempt list can come from configuration at run time:
+///
+/// ```
+/// use tonic_hotpath::tenant::RequireOrgIdLayer;
+///
+/// let from_config: Vec<String> = "grpc.health.v1.Health,grpc.reflection.v1.ServerReflection"
+///     .split(',')
+///     .map(String::from)
+///     .collect();
+/// let layer = RequireOrgIdLayer::new().exempt_services(&from_config);
+/// # drop(layer);
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a layer does nothing until it wraps a service"]
 pub struct RequireOrgIdLayer {
     allow_multi_tenant: bool,
-    exempt_services: &'static [&'static str],
+    /// Full names of the exempt services; `None` when there are none, so
+    /// cloning the layer (and its services) stays free.
+    exempt_services: Option<Arc<[Box<str>]>>,
 }
 
 impl RequireOrgIdLayer {
@@ -58,8 +75,20 @@ impl RequireOrgIdLayer {
     /// gRPC services (full names, `package.Service`) whose calls pass
     /// unchecked: no org id is required or read, and none is put into the
     /// extensions. Matched on the request path `/package.Service/Method`.
-    pub fn exempt_services(mut self, services: &'static [&'static str]) -> Self {
-        self.exempt_services = services;
+    ///
+    /// Takes any list of names: `["a.B"]`, `&["a.B"]`, a `Vec<String>`
+    /// read from configuration, ... The names are copied once, here; an
+    /// empty list exempts nothing. Replaces any earlier list.
+    pub fn exempt_services<I>(mut self, services: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let services: Arc<[Box<str>]> = services
+            .into_iter()
+            .map(|service| Box::from(service.as_ref()))
+            .collect();
+        self.exempt_services = (!services.is_empty()).then_some(services);
         self
     }
 
@@ -67,13 +96,16 @@ impl RequireOrgIdLayer {
     /// looked at when some service is exempt.
     #[inline]
     fn is_exempt(&self, uri: &http::Uri) -> bool {
-        !self.exempt_services.is_empty() && self.is_exempt_path(uri.path())
+        match &self.exempt_services {
+            None => false,
+            Some(services) => Self::is_exempt_path(services, uri.path()),
+        }
     }
 
-    fn is_exempt_path(&self, path: &str) -> bool {
+    fn is_exempt_path(services: &[Box<str>], path: &str) -> bool {
         path.strip_prefix('/')
             .and_then(|path| path.split_once('/'))
-            .is_some_and(|(service, _)| self.exempt_services.contains(&service))
+            .is_some_and(|(service, _)| services.iter().any(|exempt| **exempt == *service))
     }
 
     #[inline]
@@ -92,7 +124,7 @@ impl<S> Layer<S> for RequireOrgIdLayer {
     fn layer(&self, inner: S) -> Self::Service {
         RequireOrgId {
             inner,
-            config: *self,
+            config: self.clone(),
         }
     }
 }
@@ -183,20 +215,45 @@ where
 mod tests {
     use super::*;
 
+    fn exempt_path(layer: &RequireOrgIdLayer, path: &str) -> bool {
+        layer.is_exempt(&format!("http://h{path}").parse().unwrap())
+    }
+
     #[test]
     fn exemption_matches_the_whole_service_name() {
         let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
         assert!(layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
         assert!(!layer.is_exempt(&"http://h/other.Service/Check".parse().unwrap()));
-        let layer = layer.exempt_services(&[]);
+        let layer = layer.exempt_services::<[&str; 0]>([]);
+        assert!(layer.exempt_services.is_none());
         assert!(!layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
         let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
-        assert!(layer.is_exempt_path("/grpc.health.v1.Health/Check"));
-        assert!(layer.is_exempt_path("/grpc.health.v1.Health/Watch"));
-        assert!(!layer.is_exempt_path("/grpc.health.v1.HealthX/Check"));
-        assert!(!layer.is_exempt_path("/grpc.health.v1/Health/Check"));
-        assert!(!layer.is_exempt_path("/grpc.health.v1.Health"));
-        assert!(!layer.is_exempt_path("grpc.health.v1.Health/Check"));
-        assert!(!RequireOrgIdLayer::new().is_exempt_path("/grpc.health.v1.Health/Check"));
+        assert!(exempt_path(&layer, "/grpc.health.v1.Health/Check"));
+        assert!(exempt_path(&layer, "/grpc.health.v1.Health/Watch"));
+        assert!(!exempt_path(&layer, "/grpc.health.v1.HealthX/Check"));
+        assert!(!exempt_path(&layer, "/grpc.health.v1/Health/Check"));
+        assert!(!exempt_path(&layer, "/grpc.health.v1.Health"));
+        let services: [Box<str>; 1] = ["grpc.health.v1.Health".into()];
+        assert!(!RequireOrgIdLayer::is_exempt_path(
+            &services,
+            "grpc.health.v1.Health/Check"
+        ));
+        assert!(!exempt_path(
+            &RequireOrgIdLayer::new(),
+            "/grpc.health.v1.Health/Check"
+        ));
+    }
+
+    #[test]
+    fn exempt_services_take_runtime_lists() {
+        let from_config = vec![String::from("a.First"), String::from("b.Second")];
+        let layer = RequireOrgIdLayer::new().exempt_services(&from_config);
+        drop(from_config);
+        assert!(exempt_path(&layer, "/a.First/M"));
+        assert!(exempt_path(&layer, "/b.Second/M"));
+        assert!(!exempt_path(&layer, "/c.Third/M"));
+        let layer = layer.exempt_services(vec!["c.Third".to_owned()]);
+        assert!(!exempt_path(&layer, "/a.First/M"));
+        assert!(exempt_path(&layer, "/c.Third/M"));
     }
 }

@@ -95,6 +95,4 @@ pub use layer::{RequireOrgId, RequireOrgIdFuture, RequireOrgIdLayer};
 pub use org_id::{INLINE_CAPACITY, OrgId};
 pub use request_ext::{OrgIdRequestExt, org_id};
 pub use tenant_ids::TenantIds;
-pub use validate::{
-    MAX_ORG_ID_LEN, RESERVED_ORG_IDS, TENANT_SEPARATOR, is_allowed_byte, validate_org_id,
-};
+pub use validate::{MAX_ORG_ID_LEN, RESERVED_ORG_IDS, TENANT_SEPARATOR, validate_org_id};

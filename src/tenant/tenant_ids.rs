@@ -60,15 +60,57 @@ impl TenantIds {
         }
     }
 
+    /// The tenants named in a list: validates each id, then sorts and
+    /// de-duplicates, as [`parse`](Self::parse) does with the members of
+    /// `a|b|c`. Error positions are byte offsets in the ids joined with `|`
+    /// (so an error means the same as from `parse` on that value); an empty
+    /// list is [`InvalidOrgId::Empty`] at byte 0, like `parse("")`.
+    ///
+    /// ```
+    /// use tonic_hotpath::tenant::{InvalidOrgId, TenantIds};
+    ///
+    /// let from_config = vec!["team-b".to_string(), "team-a".to_string()];
+    /// let ids = TenantIds::from_ids(&from_config)?;
+    /// assert_eq!(ids.to_string(), "team-a|team-b");
+    ///
+    /// assert_eq!(
+    ///     TenantIds::from_ids(["ok", "not ok"]).unwrap_err(),
+    ///     InvalidOrgId::Character { byte: b' ', position: 6 }, // in "ok|not ok"
+    /// );
+    /// assert!(TenantIds::from_ids(Vec::<&str>::new()).is_err());
+    /// # Ok::<(), InvalidOrgId>(())
+    /// ```
+    pub fn from_ids<I>(ids: I) -> Result<Self, InvalidOrgId>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::from_members(ids.into_iter(), |id| id.as_ref().as_bytes())
+    }
+
     /// Splits on `|`, validates each member, sorts and de-duplicates.
     #[inline(never)]
     fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgId> {
+        Self::from_members(value.split(|&b| b == TENANT_SEPARATOR), |member| member)
+    }
+
+    /// Validates each member's `bytes` (positions counted as if the members
+    /// were joined with `|`), sorts and de-duplicates. No member is an
+    /// empty id at byte 0.
+    fn from_members<M>(
+        members: impl Iterator<Item = M>,
+        bytes: impl Fn(&M) -> &[u8],
+    ) -> Result<Self, InvalidOrgId> {
         let mut ids = Vec::new();
         let mut offset = 0;
-        for member in value.split(|&b| b == TENANT_SEPARATOR) {
+        for member in members {
+            let member = bytes(&member);
             check_org_id(member, offset)?;
             ids.push(OrgId::from_checked(member));
             offset += member.len() + 1;
+        }
+        if ids.is_empty() {
+            return Err(InvalidOrgId::Empty { position: 0 });
         }
         ids.sort_unstable();
         ids.dedup();
@@ -201,6 +243,35 @@ mod tests {
             TenantIds::parse("").unwrap_err(),
             InvalidOrgId::Empty { position: 0 }
         );
+    }
+
+    #[test]
+    fn from_ids_validates_sorts_and_deduplicates_like_parse() {
+        let owned = vec![String::from("c"), String::from("a"), String::from("c")];
+        let ids = TenantIds::from_ids(&owned).unwrap();
+        assert_eq!(ids, TenantIds::parse("c|a|c").unwrap());
+        assert_eq!(ids.as_slice(), ["a", "c"]);
+        let one = TenantIds::from_ids([OrgId::new("team-a").unwrap()]).unwrap();
+        assert_eq!(one.single().unwrap(), "team-a");
+        assert_eq!(
+            TenantIds::from_ids(["a", "a"]).unwrap(),
+            TenantIds::parse("a").unwrap()
+        );
+        // A member is one id: a `|` inside it is a bad character.
+        assert_eq!(
+            TenantIds::from_ids(["a", "b|c"]).unwrap_err(),
+            InvalidOrgId::Character {
+                byte: b'|',
+                position: 3
+            }
+        );
+        for bad in [&["ab", "c d"][..], &["a", ""], &["a", ".."], &[]] {
+            assert_eq!(
+                TenantIds::from_ids(bad).unwrap_err(),
+                TenantIds::parse(&bad.join("|")).unwrap_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

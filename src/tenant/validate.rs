@@ -39,7 +39,7 @@ const fn allowed_table() -> [bool; 256] {
 
 /// Returns true when `byte` may appear in an org id.
 #[inline]
-pub fn is_allowed_byte(byte: u8) -> bool {
+pub(crate) fn is_allowed_byte(byte: u8) -> bool {
     ALLOWED[usize::from(byte)]
 }
 

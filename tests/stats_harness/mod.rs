@@ -216,3 +216,36 @@ where
         super::support::EchoServer::new(super::support::EchoService),
     ))
 }
+
+/// The echo routes standing in for a client `Channel` (their error boxed,
+/// as a `ClientTransport` needs), for the client layer in process.
+pub fn echo_transport() -> impl Service<
+    Request<tonic::body::Body>,
+    Response = Response<tonic::body::Body>,
+    Error = tonic::codegen::StdError,
+    Future: Send,
+> + Clone
++ Send {
+    ServiceExt::<Request<tonic::body::Body>>::map_err(
+        layered_echo_routes(tower::layer::util::Identity::new()),
+        tonic::codegen::StdError::from,
+    )
+}
+
+/// A real TCP connection made by `layer.connector()` to a listener on
+/// 127.0.0.1, with its accepted end: while the pair is kept, it is the
+/// layer's current connection and every RPC of the layer reads it.
+pub async fn open_linked_connection<H: StatsHandler>(
+    layer: &tonic_hotpath::stats::CombinedLayer<H, tonic_hotpath::stats::ClientSide>,
+) -> (
+    tonic_hotpath::stats::StatsIo<hyper_util::rt::TokioIo<tokio::net::TcpStream>, H>,
+    tokio::net::TcpStream,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("addr"));
+    let mut connector = layer.connector();
+    let (io, accepted) = tokio::join!(connector.call(uri.parse().expect("uri")), listener.accept());
+    (io.expect("connect"), accepted.expect("accept").0)
+}

@@ -56,6 +56,18 @@ pub async fn connect(addr: SocketAddr) -> Channel {
         .expect("connect to test server")
 }
 
+/// Waits (up to 5 s) for `done`, checking every 5 ms; panics naming `what`
+/// on timeout.
+pub async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
 /// Starts the plain [`EchoService`] with no layers and returns its address.
 pub async fn spawn_echo() -> SocketAddr {
     let (addr, incoming) = bind().await;

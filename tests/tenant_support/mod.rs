@@ -92,6 +92,11 @@ impl NoOp {
     pub fn clear(&self) {
         self.kept.borrow_mut().clear();
     }
+
+    /// Takes the kept requests, oldest first (keeping the room).
+    pub fn take(&self) -> Vec<Request<Body>> {
+        self.kept.borrow_mut().drain(..).collect()
+    }
 }
 
 impl Service<Request<Body>> for NoOp {

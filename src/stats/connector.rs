@@ -1,0 +1,263 @@
+//! Client connections: [`StatsConnector`] wraps the connector handed to
+//! `Endpoint::connect_with_connector`, built from the client layer so both
+//! share one handler and the layer's RPCs are linked to the connection.
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Extensions, Uri};
+use hyper_util::client::legacy::connect::{Connection, HttpConnector, HttpInfo};
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use super::StatsHandler;
+use super::conn::StatsIo;
+use super::event::{ConnInfo, Side};
+use super::layer::{ClientSide, CombinedLayer};
+use super::link::ConnLink;
+
+impl<H: StatsHandler> CombinedLayer<H, ClientSide> {
+    /// A TCP connector for `Endpoint::connect_with_connector` with tonic's
+    /// `Endpoint` defaults (hyper-util's `HttpConnector` with
+    /// `TCP_NODELAY` on and `enforce_http(false)`, no keepalive, no local
+    /// address), whose connections are observed by this layer's handlers.
+    ///
+    /// A channel built with it links this layer's RPCs to its connection:
+    /// see [`connector_with`](Self::connector_with). `Endpoint`'s own TCP
+    /// settings (`tcp_nodelay`, `tcp_keepalive`, `local_address`) apply to
+    /// `Endpoint::connect` only; to change them, configure an
+    /// `HttpConnector` and pass it to `connector_with`. `connect_timeout`
+    /// and TLS still apply (tonic wraps the connector).
+    ///
+    /// ```
+    /// # use tonic_hotpath::stats::{CombinedLayer, StatsHandler};
+    /// # #[derive(Debug)]
+    /// # struct Log;
+    /// # impl StatsHandler for Log {
+    /// #     type RpcState = ();
+    /// #     type ConnState = ();
+    /// # }
+    /// # async fn client() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tonic::transport::Endpoint;
+    /// use tower::ServiceBuilder;
+    ///
+    /// let layer = CombinedLayer::client().with(Log);
+    /// let channel = Endpoint::from_static("http://127.0.0.1:50051")
+    ///     .connect_with_connector(layer.connector())
+    ///     .await?;
+    /// let service = ServiceBuilder::new().layer(layer).service(channel);
+    /// // e.g. `HealthClient::new(service)`
+    /// # let _ = service;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use = "a connector does nothing unless a channel uses it"]
+    pub fn connector(&self) -> StatsConnector<HttpConnector, H> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        self.connector_with(http)
+    }
+
+    /// Wraps `connector` (a `Service<Uri>` whose IO implements hyper-util's
+    /// `Connection`, as TCP, Unix socket and hyper-util-based TLS streams
+    /// do) so that every connection delivers `ConnBegin` / `ConnEnd` to
+    /// this layer's handlers.
+    ///
+    /// While a connection made by this layer's connectors is open, it is
+    /// this layer's *current* connection: each RPC that begins then gets
+    /// its state in [`StatsHandler::tag_rpc`] and its addresses in
+    /// [`RpcInfo`](super::RpcInfo) (`peer_addr` is the server's address,
+    /// from the socket, or from the URI when the IO knows none). A tonic
+    /// `Channel` holds one connection at a time and makes a new one after
+    /// the old one fails, so with one channel per layer this is the
+    /// connection the RPC is sent on. An RPC gets `None` for both when it
+    /// begins while no connection is open: on a lazy channel
+    /// (`connect_with_connector_lazy`) before the first connection, and
+    /// between a connection's end and the reconnect. An RPC keeps the
+    /// connection it was tagged with. Several channels (or a balanced
+    /// channel) behind one layer link each RPC to the connection opened
+    /// last: build one layer per channel.
+    #[must_use = "a connector does nothing unless a channel uses it"]
+    pub fn connector_with<C>(&self, connector: C) -> StatsConnector<C, H> {
+        StatsConnector {
+            inner: connector,
+            handler: Arc::clone(self.handler()),
+            link: self.link(),
+        }
+    }
+}
+
+/// A client connector (for `Endpoint::connect_with_connector`) whose
+/// connections are observed by a client layer's handlers and linked to
+/// that layer's RPCs.
+///
+/// Built from the layer ([`CombinedLayer::connector`],
+/// [`CombinedLayer::connector_with`]). Each connection it makes is a
+/// [`StatsIo`]: `ConnBegin` once connected, `ConnEnd` when hyper drops it.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use std::sync::Mutex;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// use tonic::transport::server::TcpIncoming;
+/// use tonic::transport::{Endpoint, Server};
+/// use tonic_health::pb::HealthCheckRequest;
+/// use tonic_health::pb::health_client::HealthClient;
+/// use tonic_hotpath::stats::{CombinedLayer, ConnInfo, RpcInfo, StatsHandler};
+/// use tower::ServiceBuilder;
+///
+/// /// Numbers connections; remembers each RPC's connection and peer.
+/// #[derive(Debug, Default)]
+/// struct ConnIds {
+///     next: AtomicU64,
+///     rpcs: Mutex<Vec<(Option<u64>, Option<SocketAddr>)>>,
+/// }
+///
+/// impl StatsHandler for ConnIds {
+///     type RpcState = ();
+///     type ConnState = u64;
+///
+///     fn tag_conn(&self, _: &ConnInfo) -> u64 {
+///         self.next.fetch_add(1, Ordering::Relaxed)
+///     }
+///
+///     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&u64>) {
+///         self.rpcs.lock().unwrap().push((conn.copied(), info.peer_addr));
+///     }
+/// }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     // A server to talk to.
+///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+///     let addr = listener.local_addr()?;
+///     let (_reporter, health) = tonic_health::server::health_reporter();
+///     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+///     tokio::spawn(Server::builder().add_service(health).serve_with_incoming(incoming));
+///
+///     // The client: the layer's connector makes the channel's connections.
+///     let layer = CombinedLayer::client().with(ConnIds::default());
+///     let channel = Endpoint::from_shared(format!("http://{addr}"))?
+///         .connect_with_connector(layer.connector())
+///         .await?;
+///     let ids = std::sync::Arc::clone(layer.handler());
+///     let mut client = HealthClient::new(ServiceBuilder::new().layer(layer).service(channel));
+///     client
+///         .check(HealthCheckRequest { service: String::new() })
+///         .await?;
+///     // The RPC went over connection 0, to the server's address.
+///     assert_eq!(*ids.rpcs.lock().unwrap(), [(Some(0), Some(addr))]);
+///     Ok(())
+/// }
+/// ```
+pub struct StatsConnector<C, H: StatsHandler> {
+    inner: C,
+    handler: Arc<H>,
+    link: Arc<ConnLink<H>>,
+}
+
+impl<C: Clone, H: StatsHandler> Clone for StatsConnector<C, H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            handler: Arc::clone(&self.handler),
+            link: Arc::clone(&self.link),
+        }
+    }
+}
+
+impl<C: fmt::Debug, H: StatsHandler> fmt::Debug for StatsConnector<C, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StatsConnector")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C, H: StatsHandler> StatsConnector<C, H> {
+    /// The wrapped connector.
+    pub fn get_ref(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C, H> Service<Uri> for StatsConnector<C, H>
+where
+    C: Service<Uri>,
+    C::Response: Connection,
+    H: StatsHandler,
+{
+    type Response = StatsIo<C::Response, H>;
+    type Error = C::Error;
+    type Future = ConnectFuture<C::Future, H>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), C::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let uri_addr = uri
+            .authority()
+            .and_then(|authority| authority.as_str().parse().ok());
+        ConnectFuture {
+            inner: self.inner.call(uri),
+            handler: Arc::clone(&self.handler),
+            link: Arc::clone(&self.link),
+            uri_addr,
+        }
+    }
+}
+
+pin_project! {
+    /// The future of [`StatsConnector`]: the inner connection, wrapped and
+    /// made the layer's current connection.
+    pub struct ConnectFuture<F, H: StatsHandler> {
+        #[pin]
+        inner: F,
+        handler: Arc<H>,
+        link: Arc<ConnLink<H>>,
+        // The URI's authority when it is a literal `ip:port`: the peer
+        // address when the IO reports none.
+        uri_addr: Option<SocketAddr>,
+    }
+}
+
+impl<F, H: StatsHandler> fmt::Debug for ConnectFuture<F, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectFuture")
+            .field("uri_addr", &self.uri_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, IO, E, H> Future for ConnectFuture<F, H>
+where
+    F: Future<Output = Result<IO, E>>,
+    IO: Connection,
+    H: StatsHandler,
+{
+    type Output = Result<StatsIo<IO, H>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let io = std::task::ready!(this.inner.poll(cx))?;
+        // The socket's addresses, as hyper-util reports them (once per
+        // connection, so the extensions map it needs costs nothing per RPC).
+        let mut extras = Extensions::new();
+        io.connected().get_extras(&mut extras);
+        let socket = extras.get::<HttpInfo>();
+        let info = ConnInfo {
+            side: Side::Client,
+            peer_addr: socket.map(HttpInfo::remote_addr).or(*this.uri_addr),
+            local_addr: socket.map(HttpInfo::local_addr),
+        };
+        let link = Some(Arc::clone(this.link));
+        Poll::Ready(Ok(StatsIo::new(io, Arc::clone(this.handler), info, link)))
+    }
+}
