@@ -95,6 +95,36 @@ impl MetadataDelta {
         }
     }
 
+    /// The first value of `name` among this node's entries and how many
+    /// there are: one match on the node's kind, the one-pair node (the
+    /// common one) read without a loop.
+    #[inline]
+    pub(crate) fn first_and_count(&self, name: &HeaderName) -> (Option<&HeaderValue>, usize) {
+        match &self.entries {
+            DeltaEntries::One([(pair_name, value)]) => {
+                if pair_name == name {
+                    (Some(value), 1)
+                } else {
+                    (None, 0)
+                }
+            }
+            DeltaEntries::Many(pairs) => {
+                let mut matching = pairs.iter().filter(|(pair_name, _)| pair_name == name);
+                match matching.next() {
+                    Some((_, first)) => (Some(first), 1 + matching.count()),
+                    None => (None, 0),
+                }
+            }
+            DeltaEntries::Base(map) => {
+                let mut values = map.get_all(name).iter();
+                match values.next() {
+                    Some(first) => (Some(first), 1 + values.count()),
+                    None => (None, 0),
+                }
+            }
+        }
+    }
+
     /// The base map, if this is a base node (always the oldest).
     pub fn base(&self) -> Option<&HeaderMap> {
         match &self.entries {

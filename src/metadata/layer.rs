@@ -117,9 +117,13 @@ where
         match written {
             // Below this layer the chain is in the headers only: it was taken
             // from the extensions, and the task's scope is hidden for the call.
-            Ok(()) => ResponseFuture::sent(OutgoingMetadata::hiding_current(|| {
-                self.inner.call(request)
-            })),
+            // (With no scope ever entered there is nothing to hide.)
+            Ok(()) if OutgoingMetadata::may_have_current() => {
+                ResponseFuture::sent(OutgoingMetadata::hiding_current(|| {
+                    self.inner.call(request)
+                }))
+            }
+            Ok(()) => ResponseFuture::sent(self.inner.call(request)),
             Err(error) => ResponseFuture::refused(error),
         }
     }

@@ -408,18 +408,10 @@ impl OutgoingMetadata {
         let (mut oldest, mut count) = (None, 0);
         let mut node = self.head();
         while let Some(current) = node {
-            if let Some(base) = current.base() {
-                let mut values = base.get_all(name).iter();
-                if let Some(first) = values.next() {
-                    oldest = Some(first);
-                    count += 1 + values.count();
-                }
-            }
-            for (pair_name, value) in current.pairs().iter().rev() {
-                if pair_name == name {
-                    oldest = Some(value);
-                    count += 1;
-                }
+            let (first, in_node) = current.first_and_count(name);
+            if first.is_some() {
+                oldest = first;
+                count += in_node;
             }
             node = current.parent();
         }

@@ -1,6 +1,7 @@
 //! Getting a chain onto a call: request extensions and a task-local scope.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::task::futures::TaskLocalFuture;
 
@@ -8,6 +9,30 @@ use super::OutgoingMetadata;
 
 tokio::task_local! {
     static CURRENT: OutgoingMetadata;
+}
+
+/// Whether [`OutgoingMetadata::scope`] or [`OutgoingMetadata::sync_scope`]
+/// was ever called in this process. Until then `CURRENT` is set nowhere
+/// (only those two set it; hiding only replaces a set value), so every
+/// lookup can be skipped: one relaxed load instead of a thread-local access
+/// on each client call. A scope future set up on one thread and polled on
+/// another got there through a synchronising hand-off, which orders this
+/// flag's store before the poll.
+static SCOPE_EVER_ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`SCOPE_EVER_ENTERED`] (writing only the first time, so scopes on
+/// many threads do not contend on the line).
+#[inline]
+fn note_scope_entered() {
+    if !SCOPE_EVER_ENTERED.load(Ordering::Relaxed) {
+        SCOPE_EVER_ENTERED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `false` if no task can have a current chain (no scope was ever entered).
+#[inline]
+fn may_have_current() -> bool {
+    SCOPE_EVER_ENTERED.load(Ordering::Relaxed)
 }
 
 impl OutgoingMetadata {
@@ -41,19 +66,21 @@ impl OutgoingMetadata {
     /// # });
     /// ```
     pub fn scope<F: Future>(self, future: F) -> TaskLocalFuture<OutgoingMetadata, F> {
+        note_scope_entered();
         CURRENT.scope(self, future)
     }
 
     /// Runs the synchronous `f` with `self` as the current outgoing
     /// metadata.
     pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        note_scope_entered();
         CURRENT.sync_scope(self, f)
     }
 
     /// The current task's outgoing metadata (a handle clone: one atomic
     /// increment), or `None` outside any [`scope`](Self::scope).
     pub fn current() -> Option<OutgoingMetadata> {
-        CURRENT.try_with(OutgoingMetadata::clone).ok()
+        Self::with_current_borrowed(OutgoingMetadata::clone)
     }
 
     /// Calls `f` with the current task's outgoing metadata; `None` outside
@@ -65,12 +92,23 @@ impl OutgoingMetadata {
         Self::current().as_ref().map(f)
     }
 
+    /// `false` if no task has a current chain, because no scope was ever
+    /// entered in this process (one relaxed load).
+    #[inline]
+    pub(crate) fn may_have_current() -> bool {
+        may_have_current()
+    }
+
     /// [`with_current`](Self::with_current) without the clone, for the
     /// crate's own short `f`s only: `f` runs while the task-local is
     /// borrowed, so it must not call a service (whose
     /// [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer) would then
     /// fail to hide the scope from the layers below it).
+    #[inline]
     pub(crate) fn with_current_borrowed<R>(f: impl FnOnce(&OutgoingMetadata) -> R) -> Option<R> {
+        if !may_have_current() {
+            return None;
+        }
         CURRENT.try_with(f).ok()
     }
 
@@ -78,12 +116,16 @@ impl OutgoingMetadata {
     /// would send with a request carrying `extensions`: the attached one,
     /// else the task's current one, else `None`. Reads in place (no clone);
     /// the same borrowing rule as [`with_current_borrowed`](Self::with_current_borrowed).
+    #[inline]
     pub(crate) fn with_pending<R>(
         extensions: &http::Extensions,
         mut f: impl FnMut(Option<&OutgoingMetadata>) -> R,
     ) -> R {
         if let Some(attached) = extensions.get::<OutgoingMetadata>() {
             return f(Some(attached));
+        }
+        if !may_have_current() {
+            return f(None);
         }
         match CURRENT.try_with(|current| f(Some(current))) {
             Ok(result) => result,
@@ -96,6 +138,11 @@ impl OutgoingMetadata {
     /// written the chain into the headers) with an empty chain as the task's
     /// current one, if there is a current one: below the layer the chain
     /// lives in the headers only, so no layer there sees it twice.
+    ///
+    /// Out of line: callers first ask [`may_have_current`](Self::may_have_current)
+    /// and, when no scope was ever entered, call directly (moving nothing
+    /// into a closure).
+    #[inline(never)]
     pub(crate) fn hiding_current<R>(f: impl FnOnce() -> R) -> R {
         if CURRENT.try_with(|_| ()).is_err() {
             return f();
