@@ -192,9 +192,9 @@ fn fresh_request() -> Request<Body> {
 /// Benches one call of `service` per iteration on a fresh request. The
 /// no-op service keeps the requests; they are dropped in the (untimed)
 /// set-up of the next batch.
-fn bench_calls<S>(group: &mut Group<'_>, name: &str, no_op: &NoOp, mut service: S)
+fn bench_calls<S, B>(group: &mut Group<'_>, name: &str, no_op: &NoOp, mut service: S)
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
 {
     let batch = || {
         no_op.clear();
@@ -375,9 +375,9 @@ fn interleaved_client_overhead() {
 const ROUND_CALLS: usize = 64;
 
 /// One timed round of a variant: `ROUND_CALLS` calls on fresh requests.
-fn round<'a, S>(no_op: &'a NoOp, mut service: S) -> Round<'a>
+fn round<'a, S, B: 'a>(no_op: &'a NoOp, mut service: S) -> Round<'a>
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + 'a,
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible> + 'a,
 {
     let mut requests = Vec::with_capacity(ROUND_CALLS);
     let mut responses = Vec::with_capacity(ROUND_CALLS);
@@ -395,13 +395,13 @@ where
 /// `callgrind_annotate --inclusive=yes` on `timed_calls`; the three layered
 /// variants share one type, so keep one of them to count it alone).
 #[inline(never)]
-fn timed_calls<S>(
+fn timed_calls<S, B>(
     service: &mut S,
     requests: &mut Vec<Request<Body>>,
-    responses: &mut Vec<Option<Response<Body>>>,
+    responses: &mut Vec<Option<Response<B>>>,
 ) -> Duration
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
 {
     let start = Instant::now();
     responses.extend(requests.drain(..).map(|request| call(service, request)));

@@ -82,9 +82,9 @@ fn the_alternatives_cost_more() {
 }
 
 /// Allocations of one call of `service` (request set-up excluded).
-fn allocations_of_call<S>(service: &mut S) -> (usize, Response<Body>)
+fn allocations_of_call<S, B>(service: &mut S) -> (usize, Response<B>)
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<Body>, Response = Response<B>, Error = Infallible>,
 {
     let request = tonic_request("team-a");
     let (count, response) = allocations(|| call(service, request));

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use super::body::RequireOrgIdBody;
 use super::error::OrgIdError;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::future::InnerOrRejected;
@@ -22,6 +23,10 @@ use super::tenant_ids::TenantIds;
 ///   service is not called.
 /// - valid → the request's [`TenantIds`] go into its extensions; handlers
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
+///
+/// Responses carry a [`RequireOrgIdBody`] (the inner body, or none for a
+/// refusal), so the layer stacks above or below any other layer, whatever
+/// body type that layer answers with.
 ///
 /// Multi-tenant (federated `a|b`) ids are refused unless
 /// [`allow_multi_tenant`](Self::allow_multi_tenant) is set. Services that
@@ -156,9 +161,8 @@ impl<S> RequireOrgId<S> {
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for RequireOrgId<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
-    ResBody: Default,
 {
-    type Response = http::Response<ResBody>;
+    type Response = http::Response<RequireOrgIdBody<ResBody>>;
     type Error = S::Error;
     type Future = RequireOrgIdFuture<S::Future>;
 
@@ -200,14 +204,17 @@ pin_project! {
 impl<F, ResBody, E> Future for RequireOrgIdFuture<F>
 where
     F: Future<Output = Result<http::Response<ResBody>, E>>,
-    ResBody: Default,
 {
-    type Output = F::Output;
+    type Output = Result<http::Response<RequireOrgIdBody<ResBody>>, E>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let kind = self.project().kind;
-        kind.poll_with(cx, |output| output, |status| Ok(status.into_http()))
+        kind.poll_with(
+            cx,
+            |output| output.map(|response| response.map(RequireOrgIdBody::inner)),
+            |status| Ok(status.into_http()),
+        )
     }
 }
 

@@ -73,6 +73,7 @@
 //! # Ok::<(), tenant::OrgIdError>(())
 //! ```
 
+mod body;
 mod client;
 mod error;
 mod extract;
@@ -84,6 +85,7 @@ mod request_ext;
 mod tenant_ids;
 mod validate;
 
+pub use body::RequireOrgIdBody;
 pub use client::{SetOrgId, SetOrgIdFuture, SetOrgIdLayer};
 pub use error::{InjectError, InvalidOrgId, OrgIdError};
 pub use extract::{
