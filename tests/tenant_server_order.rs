@@ -111,15 +111,21 @@ async fn unary(
     Ok(client.unary_echo(request).await?.into_inner().message)
 }
 
+/// No org id → UNAUTHENTICATED, a bad one → INVALID_ARGUMENT, a good one
+/// is echoed.
+async fn refuse_two_then_admit_one(client: &mut EchoClient<tonic::transport::Channel>) {
+    let refused = unary(client, None).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    let refused = unary(client, Some("a/b")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    assert_eq!(unary(client, Some("team-a")).await.unwrap(), "hi");
+}
+
 #[tokio::test]
 async fn tenant_layer_outside_an_interceptor_and_stats_refuses_before_them() {
     let (mut client, seen, ends) = serve(TenantAt::Outermost).await;
 
-    let refused = unary(&mut client, None).await.unwrap_err();
-    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
-    let refused = unary(&mut client, Some("a/b")).await.unwrap_err();
-    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
-    assert_eq!(unary(&mut client, Some("team-a")).await.unwrap(), "hi");
+    refuse_two_then_admit_one(&mut client).await;
 
     // Refused calls never reached the layers below.
     assert_eq!(*seen.lock().unwrap(), [Some("team-a".to_owned())]);
@@ -131,11 +137,7 @@ async fn tenant_layer_outside_an_interceptor_and_stats_refuses_before_them() {
 async fn tenant_layer_inside_an_interceptor_and_stats_is_seen_by_them() {
     let (mut client, seen, ends) = serve(TenantAt::Innermost).await;
 
-    let refused = unary(&mut client, None).await.unwrap_err();
-    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
-    let refused = unary(&mut client, Some("a/b")).await.unwrap_err();
-    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
-    assert_eq!(unary(&mut client, Some("team-a")).await.unwrap(), "hi");
+    refuse_two_then_admit_one(&mut client).await;
 
     // The layers above saw every call, and stats the refusals' codes.
     assert_eq!(
