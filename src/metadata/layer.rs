@@ -45,6 +45,7 @@ use super::{MetadataError, OutgoingMetadata};
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
+#[must_use = "a layer does nothing until it wraps a service"]
 pub struct OutgoingMetadataLayer {
     _private: (),
 }

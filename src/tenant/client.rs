@@ -72,6 +72,7 @@ use super::tenant_ids::TenantIds;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a layer does nothing until it wraps a service"]
 pub struct SetOrgIdLayer {
     value: HeaderValue,
 }
