@@ -135,6 +135,8 @@ pub mod frame;
 mod incoming;
 mod layer;
 mod link;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod pool;
 mod recorder;
 mod side;
