@@ -64,7 +64,11 @@ fn per_rpc(rt: &tokio::runtime::Runtime, handler: &OtelMetrics, side: Side, meth
     let mut i = 0_u64;
     rt.block_on(allocations_per_call(RPCS, || {
         i += 1;
-        let code = if i % 2 == 0 { Code::Ok } else { Code::NotFound };
+        let code = if i.is_multiple_of(2) {
+            Code::Ok
+        } else {
+            Code::NotFound
+        };
         one_rpc(handler, side, method, code);
         std::future::ready(())
     }))

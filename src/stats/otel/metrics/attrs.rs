@@ -88,9 +88,9 @@ impl MethodAttrs {
     }
 }
 
-/// Decides whether a method name is recorded as it is (A66's filter for
-/// methods that are not registered).
-pub(super) type MethodFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+/// Decides whether a method or target is recorded as it is (A66's
+/// filters).
+pub(super) type NameFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Which methods are recorded as they are, and their attribute sets.
 pub(super) struct MethodTable {
@@ -99,7 +99,7 @@ pub(super) struct MethodTable {
     /// Registered services: their methods are recorded as they are.
     services: HashSet<Box<str>>,
     /// Other methods the application chose to record as they are.
-    filter: Option<MethodFilter>,
+    filter: Option<NameFilter>,
     /// Attribute sets of methods accepted by `services` or `filter`, built
     /// on an RPC's first sight of them, at most `max_learned` of them.
     learned: RwLock<HashMap<Box<str>, Arc<MethodAttrs>>>,
@@ -114,7 +114,7 @@ impl MethodTable {
     pub(super) fn new(
         methods: impl IntoIterator<Item = String>,
         services: impl IntoIterator<Item = String>,
-        filter: Option<MethodFilter>,
+        filter: Option<NameFilter>,
         max_learned: usize,
         target: &str,
     ) -> Self {

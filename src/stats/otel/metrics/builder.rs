@@ -7,7 +7,7 @@ use std::sync::Arc;
 use opentelemetry::metrics::Meter;
 
 use super::OtelMetrics;
-use super::attrs::{MethodFilter, MethodTable, OTHER, service_of};
+use super::attrs::{MethodTable, NameFilter, OTHER, service_of};
 use super::instruments::{ClientInstruments, ServerInstruments};
 
 /// Methods first seen through a registered service or the method filter
@@ -46,9 +46,9 @@ pub struct OtelMetricsBuilder {
     meter: Meter,
     methods: Vec<String>,
     services: Vec<String>,
-    method_filter: Option<MethodFilter>,
+    method_filter: Option<NameFilter>,
     target: Option<String>,
-    target_filter: Option<Box<dyn Fn(&str) -> bool>>,
+    target_filter: Option<NameFilter>,
     max_learned_methods: usize,
 }
 
@@ -137,9 +137,9 @@ impl OtelMetricsBuilder {
     /// [`build`](Self::build).
     pub fn with_target_filter<F>(mut self, filter: F) -> Self
     where
-        F: Fn(&str) -> bool + 'static,
+        F: Fn(&str) -> bool + Send + Sync + 'static,
     {
-        self.target_filter = Some(Box::new(filter));
+        self.target_filter = Some(Arc::new(filter));
         self
     }
 
