@@ -2,13 +2,12 @@
 //! over 127.0.0.1, read back from the OpenTelemetry SDK's in-memory
 //! exporter: names, units, attributes, bucket boundaries and values.
 
+mod otel_support;
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use otel_support::{LATENCY, Point, SIZES, Sdk, histogram};
 use support::{
     EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, UnaryHandler, UnaryOnly,
     wait_until,
@@ -21,163 +20,6 @@ use tonic_hotpath::stats::{ClientStats, CombinedLayer};
 
 const SERVICE: &str = "hotpath.echo.Echo";
 const UNARY: &str = "hotpath.echo.Echo/UnaryEcho";
-
-/// A66's latency buckets.
-const LATENCY: [f64; 41] = [
-    0.0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005,
-    0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16,
-    0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0,
-];
-
-/// A66's size buckets.
-const SIZES: [f64; 14] = [
-    0.0,
-    1024.0,
-    2048.0,
-    4096.0,
-    16384.0,
-    65536.0,
-    262144.0,
-    1048576.0,
-    4194304.0,
-    16777216.0,
-    67108864.0,
-    268435456.0,
-    1073741824.0,
-    4294967296.0,
-];
-
-// ---- reading the SDK's export back ----
-
-type Attrs = BTreeMap<String, String>;
-
-/// One exported data point.
-#[derive(Debug, Clone, PartialEq)]
-enum Point {
-    Counter(u64),
-    Histogram {
-        count: u64,
-        sum: f64,
-        bounds: Vec<f64>,
-    },
-}
-
-/// An exported instrument with its data points by attribute set.
-#[derive(Debug)]
-struct Exported {
-    unit: String,
-    description: String,
-    scope: (String, Option<String>),
-    points: BTreeMap<Attrs, Point>,
-}
-
-/// An SDK meter provider exporting to memory.
-struct Sdk {
-    provider: SdkMeterProvider,
-    exporter: InMemoryMetricExporter,
-}
-
-impl Sdk {
-    fn new() -> Self {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        Self { provider, exporter }
-    }
-
-    fn metrics(&self) -> OtelMetricsBuilder {
-        OtelMetrics::builder(&self.provider)
-    }
-
-    /// Everything recorded so far (cumulative), by instrument name.
-    fn export(&self) -> BTreeMap<String, Exported> {
-        self.exporter.reset();
-        self.provider.force_flush().expect("flush");
-        let mut out = BTreeMap::new();
-        for resource in self.exporter.get_finished_metrics().expect("export") {
-            for scope in resource.scope_metrics() {
-                for metric in scope.metrics() {
-                    let mut points = BTreeMap::new();
-                    collect_points(metric.data(), &mut points);
-                    out.insert(
-                        metric.name().to_owned(),
-                        Exported {
-                            unit: metric.unit().to_owned(),
-                            description: metric.description().to_owned(),
-                            scope: (
-                                scope.scope().name().to_owned(),
-                                scope.scope().version().map(str::to_owned),
-                            ),
-                            points,
-                        },
-                    );
-                }
-            }
-        }
-        out
-    }
-
-    /// The data point of `name` with exactly `attrs`.
-    fn point(&self, name: &str, attrs: &[(&str, &str)]) -> Option<Point> {
-        self.export()
-            .get(name)?
-            .points
-            .get(&attrs_of(attrs))
-            .cloned()
-    }
-}
-
-fn attrs_of(pairs: &[(&str, &str)]) -> Attrs {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
-fn to_attrs<'a>(kvs: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> Attrs {
-    kvs.map(|kv| (kv.key.to_string(), kv.value.to_string()))
-        .collect()
-}
-
-fn collect_points(data: &AggregatedMetrics, out: &mut BTreeMap<Attrs, Point>) {
-    match data {
-        AggregatedMetrics::U64(MetricData::Sum(sum)) => {
-            assert!(sum.is_monotonic(), "counters are monotonic");
-            for p in sum.data_points() {
-                out.insert(to_attrs(p.attributes()), Point::Counter(p.value()));
-            }
-        }
-        AggregatedMetrics::U64(MetricData::Histogram(h)) => {
-            for p in h.data_points() {
-                let point = Point::Histogram {
-                    count: p.count(),
-                    sum: p.sum() as f64,
-                    bounds: p.bounds().collect(),
-                };
-                out.insert(to_attrs(p.attributes()), point);
-            }
-        }
-        AggregatedMetrics::F64(MetricData::Histogram(h)) => {
-            for p in h.data_points() {
-                let point = Point::Histogram {
-                    count: p.count(),
-                    sum: p.sum(),
-                    bounds: p.bounds().collect(),
-                };
-                out.insert(to_attrs(p.attributes()), point);
-            }
-        }
-        other => panic!("unexpected aggregation {other:?}"),
-    }
-}
-
-fn histogram(point: Option<Point>) -> (u64, f64, Vec<f64>) {
-    match point {
-        Some(Point::Histogram { count, sum, bounds }) => (count, sum, bounds),
-        other => panic!("expected a histogram point, got {other:?}"),
-    }
-}
 
 // ---- a server and a client with metrics ----
 
@@ -209,6 +51,29 @@ where
         .layer(CombinedLayer::client().with(client))
         .service(channel);
     (EchoClient::new(layered), target)
+}
+
+/// [`pair`] with the echo service registered on both sides, recording
+/// into a new [`Sdk`].
+async fn registered_pair<S: support::Echo>(
+    service: S,
+) -> (Sdk, EchoClient<ClientStats<Channel, OtelMetrics>>, String) {
+    let sdk = Sdk::new();
+    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
+    let client = sdk.metrics().with_service(SERVICE);
+    let (client, target) = pair(EchoServer::new(service), server, client).await;
+    (sdk, client, target)
+}
+
+/// Every message of a streaming response (which must succeed).
+async fn replies(
+    response: Result<Response<tonic::Streaming<EchoResponse>>, Status>,
+) -> Vec<EchoResponse> {
+    let stream = response.expect("streaming call").into_inner();
+    stream
+        .collect::<Result<_, _>>()
+        .await
+        .expect("every message")
 }
 
 fn request(message: &str) -> EchoRequest {
@@ -244,14 +109,7 @@ async fn wait_for_ends(sdk: &Sdk, n: u64) {
 
 #[tokio::test]
 async fn otel_unary_ok_names_units_attributes_buckets_and_values() {
-    let sdk = Sdk::new();
-    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
-    let (mut client, target) = pair(
-        EchoServer::new(EchoService),
-        server,
-        sdk.metrics().with_service(SERVICE),
-    )
-    .await;
+    let (sdk, mut client, target) = registered_pair(EchoService).await;
     for _ in 0..3 {
         client.unary_echo(request("hello")).await.unwrap();
     }
@@ -352,37 +210,21 @@ async fn otel_unary_ok_names_units_attributes_buckets_and_values() {
 
 #[tokio::test]
 async fn otel_streaming_sizes_add_up_every_message() {
-    let sdk = Sdk::new();
-    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
-    let (mut client, target) = pair(
-        EchoServer::new(EchoService),
-        server,
-        sdk.metrics().with_service(SERVICE),
-    )
-    .await;
+    let (sdk, mut client, target) = registered_pair(EchoService).await;
     // Server streaming: one request, a response per word.
-    let replies: Vec<EchoResponse> = client
-        .server_streaming_echo(request("a bb ccc"))
-        .await
-        .unwrap()
-        .into_inner()
-        .collect::<Result<_, _>>()
-        .await
-        .unwrap();
-    assert_eq!(replies.len(), 3);
+    let words_back = replies(client.server_streaming_echo(request("a bb ccc")).await).await;
+    assert_eq!(words_back.len(), 3);
     // Client streaming: three requests, one joined response.
     let words = tokio_stream::iter(["dd", "e", "ffff"].map(request));
     let joined = client.client_streaming_echo(words).await.unwrap();
     assert_eq!(joined.into_inner().message, "dd e ffff");
     // Bidi: two requests, two responses.
-    let echoes: Vec<EchoResponse> = client
-        .bidirectional_streaming_echo(tokio_stream::iter(["x", "yz"].map(request)))
-        .await
-        .unwrap()
-        .into_inner()
-        .collect::<Result<_, _>>()
-        .await
-        .unwrap();
+    let echoes: Vec<EchoResponse> = replies(
+        client
+            .bidirectional_streaming_echo(tokio_stream::iter(["x", "yz"].map(request)))
+            .await,
+    )
+    .await;
     assert_eq!(echoes.len(), 2);
     wait_for_ends(&sdk, 3).await;
 
@@ -483,14 +325,7 @@ fn ended(method: &'static str, status: &'static str) -> [(&'static str, &'static
 
 #[tokio::test]
 async fn otel_error_status_on_both_sides() {
-    let sdk = Sdk::new();
-    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
-    let (mut client, target) = pair(
-        EchoServer::new(UnaryOnly(Scripted)),
-        server,
-        sdk.metrics().with_service(SERVICE),
-    )
-    .await;
+    let (sdk, mut client, target) = registered_pair(UnaryOnly(Scripted)).await;
     let status = client.unary_echo(request("denied")).await.unwrap_err();
     assert_eq!(status.code(), Code::PermissionDenied);
     // A registered method the service does not implement.
@@ -529,14 +364,7 @@ async fn otel_error_status_on_both_sides() {
 
 #[tokio::test]
 async fn otel_deadline_exceeded_on_both_sides() {
-    let sdk = Sdk::new();
-    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
-    let (mut client, target) = pair(
-        EchoServer::new(UnaryOnly(Scripted)),
-        server,
-        sdk.metrics().with_service(SERVICE),
-    )
-    .await;
+    let (sdk, mut client, target) = registered_pair(UnaryOnly(Scripted)).await;
     let mut call = Request::new(request("sleep"));
     call.set_timeout(Duration::from_millis(100));
     client.unary_echo(call).await.unwrap_err();
@@ -565,14 +393,7 @@ async fn otel_deadline_exceeded_on_both_sides() {
 
 #[tokio::test]
 async fn otel_cancelled_call_on_both_sides() {
-    let sdk = Sdk::new();
-    let server = sdk.metrics().with_service(SERVICE).build().unwrap();
-    let (client, target) = pair(
-        EchoServer::new(UnaryOnly(Scripted)),
-        server,
-        sdk.metrics().with_service(SERVICE),
-    )
-    .await;
+    let (sdk, client, target) = registered_pair(UnaryOnly(Scripted)).await;
     // The application gives up on the call: its future is dropped.
     let mut cancelling = client.clone();
     let call = tokio::spawn(async move { cancelling.unary_echo(request("sleep")).await });
@@ -651,32 +472,19 @@ async fn otel_method_filter_and_learned_method_cap() {
         .unwrap();
     let (mut client, _) = pair(EchoServer::new(EchoService), server, sdk.metrics()).await;
     client.unary_echo(request("a")).await.unwrap();
-    client
-        .server_streaming_echo(request("b"))
-        .await
-        .unwrap()
-        .into_inner()
-        .collect::<Vec<_>>()
-        .await;
+    replies(client.server_streaming_echo(request("b")).await).await;
     client
         .client_streaming_echo(tokio_stream::iter([request("c")]))
         .await
         .unwrap();
-    client
-        .bidirectional_streaming_echo(tokio_stream::iter([request("d")]))
-        .await
-        .unwrap()
-        .into_inner()
-        .collect::<Vec<_>>()
-        .await;
+    replies(
+        client
+            .bidirectional_streaming_echo(tokio_stream::iter([request("d")]))
+            .await,
+    )
+    .await;
     // Seen again: still its own name.
-    client
-        .server_streaming_echo(request("e"))
-        .await
-        .unwrap()
-        .into_inner()
-        .collect::<Vec<_>>()
-        .await;
+    replies(client.server_streaming_echo(request("e")).await).await;
     wait_for_ends(&sdk, 5).await;
     let started = |method: &str| sdk.point("grpc.server.call.started", &[("grpc.method", method)]);
     assert_eq!(
