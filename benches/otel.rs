@@ -14,7 +14,9 @@
 //! Runs interleaved first (see [`interleaved`]; the figures to compare),
 //! then as criterion rows of one group; allocations per RPC are printed
 //! with the criterion rows. A client set (the client layer over the echo
-//! routes) is printed interleaved too.
+//! routes) is printed interleaved too, and `otel/handler_one_rpc` times
+//! the handler alone (one RPC's events, no stack) over the no-op provider
+//! and the SDK.
 //!
 //! `cargo bench --features otel --bench otel -- --warm-up-time 1 --measurement-time 3`
 
@@ -22,19 +24,25 @@
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
+#[path = "../tests/otel_support/mod.rs"]
+mod otel_support;
 #[path = "../tests/stats_harness/mod.rs"]
 mod stats_harness;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::hint::black_box;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
 use opentelemetry::metrics::NoopMeterProvider;
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
+use otel_support::{drive_rpc, sdk_provider};
 use stats_harness::{CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport};
-use tonic_hotpath::stats::CombinedLayer;
+use tonic::Code;
 use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::{CombinedLayer, Side};
 use tower::Layer;
 use tower::layer::util::Identity;
 
@@ -45,9 +53,7 @@ const ROUNDS: usize = 100;
 
 /// The 0.33 SDK, as an application would set it up.
 fn sdk() -> SdkMeterProvider {
-    SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
-        .build()
+    sdk_provider(InMemoryMetricExporter::default())
 }
 
 /// The 0.32 SDK, for the peer.
@@ -133,5 +139,26 @@ fn client(_: &mut Criterion) {
     interleaved::print_overhead("in-process client", &mut variants, ROUNDS, CALLS_PER_ROUND);
 }
 
-criterion_group!(benches, server, client);
+/// The handler alone, without the stack: `tag_rpc` and one RPC's events
+/// (`Begin`, a message each way, `End`), on each side, over the no-op
+/// provider (the handler's own work) and the SDK (what recording costs).
+fn handler(c: &mut Criterion) {
+    let provider = sdk();
+    let noop_provider = NoopMeterProvider::new();
+    let mut group = c.benchmark_group("otel/handler_one_rpc");
+    for (name, handler) in [
+        ("noop_provider", metrics(&noop_provider)),
+        ("sdk", metrics(&provider)),
+    ] {
+        for side in [Side::Server, Side::Client] {
+            let row = format!("{name}_{side:?}").to_lowercase();
+            group.bench_function(row, |b| {
+                b.iter(|| drive_rpc(black_box(&handler), side, UNARY_PATH, Code::Ok));
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, server, client, handler);
 criterion_main!(benches);

@@ -4,58 +4,25 @@
 //! driving the handler directly and on the server stack in process.
 //! Run with `--nocapture` to see the figures.
 
+mod otel_support;
 mod stats_harness;
 mod support;
 
-use std::time::Instant;
-
 use opentelemetry::metrics::NoopMeterProvider;
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::InMemoryMetricExporter;
+use otel_support::{drive_rpc, sdk_provider};
 use stats_harness::{
     CountingAllocator, Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc,
     current_thread_runtime, layered_echo_routes,
 };
 use tonic::Code;
 use tonic_hotpath::stats::otel::OtelMetrics;
-use tonic_hotpath::stats::{CombinedLayer, End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
+use tonic_hotpath::stats::{CombinedLayer, Side};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RPCS: u64 = 200;
-
-/// One RPC's events through `handler` on `side`, as the layer delivers
-/// them (one message each way).
-fn one_rpc(handler: &OtelMetrics, side: Side, method: &str, code: Code) {
-    let info = RpcInfo {
-        side,
-        method,
-        peer_addr: None,
-        local_addr: None,
-    };
-    let mut state = handler.tag_rpc(&info, None);
-    let begin = Instant::now();
-    let payload = Payload {
-        length: 7,
-        wire_length: 12,
-        compressed: false,
-        time: None,
-    };
-    for event in [
-        RpcEvent::Begin { time: begin },
-        RpcEvent::InPayload(payload),
-        RpcEvent::OutPayload(payload),
-        RpcEvent::End(End {
-            code,
-            message: "",
-            begin_time: begin,
-            end_time: Instant::now(),
-            error: None,
-        }),
-    ] {
-        handler.handle_rpc(&mut state, &event);
-    }
-}
 
 /// Allocations per RPC of `method` through `handler`, alternating two
 /// status codes, counted after a warm-up (the SDK builds an attribute
@@ -69,15 +36,9 @@ fn per_rpc(rt: &tokio::runtime::Runtime, handler: &OtelMetrics, side: Side, meth
         } else {
             Code::NotFound
         };
-        one_rpc(handler, side, method, code);
+        drive_rpc(handler, side, method, code);
         std::future::ready(())
     }))
-}
-
-fn sdk() -> SdkMeterProvider {
-    SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
-        .build()
 }
 
 /// A registered method, one learned through its service, one accepted by
@@ -103,7 +64,7 @@ fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics 
 fn otel_handler_allocates_nothing_per_rpc() {
     let rt = current_thread_runtime();
     let noop = metrics(&NoopMeterProvider::new());
-    let provider = sdk();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
     let with_sdk = metrics(&provider);
     // The counter is live: building a handler (its attribute sets) allocates.
     let build = rt.block_on(allocations_per_call(5, || {
@@ -130,7 +91,7 @@ fn otel_handler_allocates_nothing_per_rpc() {
 #[test]
 fn otel_server_stack_adds_no_allocation_per_rpc() {
     let rt = current_thread_runtime();
-    let provider = sdk();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
     let registered = OtelMetrics::builder(&provider)
         .with_method(UNARY_PATH)
         .build()

@@ -6,10 +6,13 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use tonic::Code;
 use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsBuilder};
+use tonic_hotpath::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
 
 /// A66's latency buckets.
 pub const LATENCY: [f64; 41] = [
@@ -69,9 +72,7 @@ pub struct Sdk {
 impl Sdk {
     pub fn new() -> Self {
         let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
+        let provider = sdk_provider(exporter.clone());
         Self { provider, exporter }
     }
 
@@ -165,5 +166,46 @@ pub fn histogram(point: Option<Point>) -> (u64, f64, Vec<f64>) {
     match point {
         Some(Point::Histogram { count, sum, bounds }) => (count, sum, bounds),
         other => panic!("expected a histogram point, got {other:?}"),
+    }
+}
+
+/// An SDK meter provider as an application sets one up: a periodic reader
+/// (60 s interval; flushed on demand) exporting to `exporter`.
+pub fn sdk_provider(exporter: InMemoryMetricExporter) -> SdkMeterProvider {
+    SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter).build())
+        .build()
+}
+
+/// One RPC's events through `handler` on `side`, as the layer delivers
+/// them (one message each way).
+pub fn drive_rpc(handler: &OtelMetrics, side: Side, method: &str, code: Code) {
+    let info = RpcInfo {
+        side,
+        method,
+        peer_addr: None,
+        local_addr: None,
+    };
+    let mut state = handler.tag_rpc(&info, None);
+    let begin = Instant::now();
+    let payload = Payload {
+        length: 7,
+        wire_length: 12,
+        compressed: false,
+        time: None,
+    };
+    for event in [
+        RpcEvent::Begin { time: begin },
+        RpcEvent::InPayload(payload),
+        RpcEvent::OutPayload(payload),
+        RpcEvent::End(End {
+            code,
+            message: "",
+            begin_time: begin,
+            end_time: Instant::now(),
+            error: None,
+        }),
+    ] {
+        handler.handle_rpc(&mut state, &event);
     }
 }
