@@ -533,3 +533,47 @@ fn otel_bad_names_are_errors() {
         Ok(())
     );
 }
+
+#[tokio::test]
+async fn otel_one_handler_shared_by_server_and_client() {
+    let sdk = Sdk::new();
+    let (addr, incoming) = support::bind().await;
+    let target = format!("http://{addr}");
+    let metrics = std::sync::Arc::new(
+        sdk.metrics()
+            .with_service(SERVICE)
+            .with_target(target.as_str())
+            .build()
+            .unwrap(),
+    );
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(CombinedLayer::server().with(std::sync::Arc::clone(&metrics)))
+            .add_service(EchoServer::new(EchoService))
+            .serve_with_incoming(incoming),
+    );
+    let channel = support::connect(addr).await;
+    let mut client = EchoClient::new(
+        tower::ServiceBuilder::new()
+            .layer(CombinedLayer::client().with(metrics))
+            .service(channel),
+    );
+    client.unary_echo(request("hi")).await.unwrap();
+    wait_for_ends(&sdk, 1).await;
+    // Each side records its own instruments with its own attributes.
+    assert_eq!(
+        sdk.point("grpc.server.call.started", &[("grpc.method", UNARY)]),
+        Some(Point::Counter(1))
+    );
+    assert_eq!(
+        sdk.point(
+            "grpc.client.attempt.started",
+            &[("grpc.method", UNARY), ("grpc.target", target.as_str())]
+        ),
+        Some(Point::Counter(1))
+    );
+    assert_eq!(
+        histogram(sdk.point("grpc.server.call.duration", &ended(UNARY, "OK"))).0,
+        1
+    );
+}
