@@ -20,6 +20,8 @@
 //!
 //! `cargo bench --bench stats -- --warm-up-time 1 --measurement-time 2`
 
+#[path = "in_process/mod.rs"]
+mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
 #[path = "passthrough/mod.rs"]
@@ -30,89 +32,32 @@ mod stats_harness;
 mod support;
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use bytes::Bytes;
 use criterion::{
     BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
 };
-use http::{Request, Response};
+use in_process::{ALLOCATION_CALLS, CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
 use passthrough::PassthroughLayer;
 use stats_harness::{
     CountingAllocator, Noop, Timed, allocations_per_call, allocations_per_in_process_rpc,
-    call_in_process, combined, current_thread_runtime, echo_transport, layered_echo_routes,
-    loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
+    call_in_process, combined, current_thread_runtime, echo_transport, loopback_client, one_rpc,
+    open_linked_connection, unary_body, unary_request,
 };
 use support::EchoClient;
 use tokio::runtime::Runtime;
 use tonic::codegen::StdError;
-use tonic::service::Routes;
 use tonic_hotpath::stats::CombinedLayer;
+use tower::Layer;
 use tower::layer::util::Identity;
-use tower::{Layer, Service};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const IN_FLIGHT: usize = 32;
-const ALLOCATION_CALLS: u64 = 500;
 
 // ---- in process: Routes + layer, body driven to trailers ----
-
-fn in_process<L, B>(group: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime, name: &str, layer: L)
-where
-    L: Layer<Routes>,
-    L::Service: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
-    <L::Service as Service<Request<tonic::body::Body>>>::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let service = layered_echo_routes(layer);
-    let body = unary_body("hello");
-    let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));
-    println!("allocations/rpc  in-process server  {name:<18} {per_rpc:.2}");
-    group.bench_function(name, |b| {
-        b.to_async(rt)
-            .iter(|| async { black_box(call_in_process(&service, unary_request(&body)).await) });
-    });
-}
-
-/// Calls per timed round of the interleaved measurement.
-const CALLS_PER_ROUND: u32 = 1_000;
-
-/// One timed round of a server layer: `CALLS_PER_ROUND` in-process calls
-/// through the echo routes under `layer`.
-fn round<'a, L, B>(rt: &'a Runtime, layer: L) -> Round<'a>
-where
-    L: Layer<Routes>,
-    L::Service: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
-    <L::Service as Service<Request<tonic::body::Body>>>::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    service_round(rt, layered_echo_routes(layer))
-}
-
-/// One timed round of `service`: `CALLS_PER_ROUND` in-process calls.
-fn service_round<'a, S, B>(rt: &'a Runtime, service: S) -> Round<'a>
-where
-    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let body = unary_body("hello");
-    Box::new(move || {
-        rt.block_on(async {
-            let start = Instant::now();
-            for _ in 0..CALLS_PER_ROUND {
-                black_box(call_in_process(&service, unary_request(&body)).await);
-            }
-            start.elapsed()
-        })
-    })
-}
 
 /// The layers' per-RPC cost, interleaved with no layer (see
 /// [`interleaved`]).

@@ -25,6 +25,8 @@
 //!   ([`StatsHandler::tag_rpc`], [`RpcInfo::peer_addr`]).
 //! - The side is in the type: a server layer over a `Channel` or a client
 //!   layer on a server does not compile ([`ClientTransport`]).
+//! - Ready-made handlers: gRPC's OpenTelemetry plugin in `otel` (feature
+//!   `otel`): `otel::OtelMetrics` records gRFC A66's metrics.
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
 //! 5-byte length prefix across any body chunk split; a message is reported
@@ -135,6 +137,8 @@ pub mod frame;
 mod incoming;
 mod layer;
 mod link;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod pool;
 mod recorder;
 mod side;

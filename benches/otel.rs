@@ -1,0 +1,164 @@
+//! `otel` benches: what gRPC's OpenTelemetry metrics (`OtelMetrics`, gRFC
+//! A66) cost per RPC on the server stack in process, beside no layer, the
+//! `CombinedLayer` with a no-op handler (the layer alone), the handler
+//! over OpenTelemetry's no-op meter provider (the handler's own work),
+//! and the crates.io peer `tonic-otel-layer` (0.2, its newest: a server
+//! layer recording three instruments per RPC with `grpc_service` /
+//! `grpc_method` / `grpc_code` attributes). Both real rows record into an
+//! SDK meter provider with a periodic reader (in-memory exporter, 60 s
+//! interval, so no export runs during the bench). The peer is built on
+//! opentelemetry 0.32, so its row records into the 0.32 SDK and ours into
+//! the 0.33 SDK: the one difference between the rows that is not the
+//! layers' own.
+//!
+//! Runs interleaved first (see [`interleaved`]; the figures to compare),
+//! then as criterion rows of one group; allocations per RPC are printed
+//! with the criterion rows. A client set (the client layer over the echo
+//! routes) is printed interleaved too, and `otel/handler_one_rpc` times
+//! the handler alone (one RPC's events, no stack) over the no-op provider
+//! and the SDK.
+//!
+//! `cargo bench --features otel --bench otel -- --warm-up-time 1 --measurement-time 3`
+
+#[path = "in_process/mod.rs"]
+mod in_process;
+#[path = "interleaved/mod.rs"]
+mod interleaved;
+#[path = "../tests/otel_support/mod.rs"]
+mod otel_support;
+#[path = "../tests/stats_harness/mod.rs"]
+mod stats_harness;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
+use interleaved::Round;
+use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
+use otel_support::{drive_rpc, sdk_provider};
+use stats_harness::{CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport};
+use tonic::Code;
+use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::{CombinedLayer, Side};
+use tower::Layer;
+use tower::layer::util::Identity;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+const ROUNDS: usize = 100;
+
+/// The 0.33 SDK, as an application would set it up.
+fn sdk() -> SdkMeterProvider {
+    sdk_provider(InMemoryMetricExporter::default())
+}
+
+/// The 0.32 SDK, for the peer.
+fn sdk_0_32() -> opentelemetry_sdk_0_32::metrics::SdkMeterProvider {
+    use opentelemetry_sdk_0_32::metrics as m;
+    m::SdkMeterProvider::builder()
+        .with_reader(m::PeriodicReader::builder(m::InMemoryMetricExporter::default()).build())
+        .build()
+}
+
+/// Our handler, with the echo method registered.
+fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(UNARY_PATH)
+        .with_target("http://127.0.0.1:50051")
+        .build()
+        .expect("valid method path")
+}
+
+fn peer() -> tonic_otel_layer::MetricsLayer {
+    tonic_otel_layer::MetricsLayerBuilder::new()
+        .with_provider(sdk_0_32())
+        .build()
+}
+
+fn server(c: &mut Criterion) {
+    let rt = current_thread_runtime();
+    let provider = sdk();
+    let noop_provider = NoopMeterProvider::new();
+    let mut variants: Vec<(&str, Round<'_>)> = vec![
+        ("no_layer", round(&rt, Identity::new())),
+        (
+            "combined_noop_handler",
+            round(&rt, CombinedLayer::server().with(Noop)),
+        ),
+        (
+            "otel_metrics_noop_provider",
+            round(&rt, CombinedLayer::server().with(metrics(&noop_provider))),
+        ),
+        (
+            "otel_metrics",
+            round(&rt, CombinedLayer::server().with(metrics(&provider))),
+        ),
+        // The metrics + tracing row (A72's tracing handler beside ours,
+        // one `CombinedLayer`) goes here:
+        // ("otel_metrics_tracing", round(&rt, CombinedLayer::server().with(metrics(&provider)).with(..))),
+        ("tonic_otel_layer", round(&rt, peer())),
+    ];
+    interleaved::print_overhead("in-process server", &mut variants, ROUNDS, CALLS_PER_ROUND);
+    drop(variants);
+
+    let mut group = c.benchmark_group("otel/in_process_server_unary");
+    in_process(&mut group, &rt, "no_layer", Identity::new());
+    let layer = CombinedLayer::server().with(Noop);
+    in_process(&mut group, &rt, "combined_noop_handler", layer);
+    let layer = CombinedLayer::server().with(metrics(&noop_provider));
+    in_process(&mut group, &rt, "otel_metrics_noop_provider", layer);
+    let layer = CombinedLayer::server().with(metrics(&provider));
+    in_process(&mut group, &rt, "otel_metrics", layer);
+    // The metrics + tracing row goes here too.
+    in_process(&mut group, &rt, "tonic_otel_layer", peer());
+    group.finish();
+}
+
+/// The client layer over the echo routes, interleaved only (the peer has
+/// no client layer).
+fn client(_: &mut Criterion) {
+    let rt = current_thread_runtime();
+    let provider = sdk();
+    let noop = CombinedLayer::client().with(Noop);
+    let ours = CombinedLayer::client().with(metrics(&provider));
+    let mut variants: Vec<(&str, Round<'_>)> = vec![
+        ("no_layer", service_round(&rt, echo_transport())),
+        (
+            "combined_noop_handler",
+            service_round(&rt, noop.layer(echo_transport())),
+        ),
+        (
+            "otel_metrics",
+            service_round(&rt, ours.layer(echo_transport())),
+        ),
+    ];
+    interleaved::print_overhead("in-process client", &mut variants, ROUNDS, CALLS_PER_ROUND);
+}
+
+/// The handler alone, without the stack: `tag_rpc` and one RPC's events
+/// (`Begin`, a message each way, `End`), on each side, over the no-op
+/// provider (the handler's own work) and the SDK (what recording costs).
+fn handler(c: &mut Criterion) {
+    let provider = sdk();
+    let noop_provider = NoopMeterProvider::new();
+    let mut group = c.benchmark_group("otel/handler_one_rpc");
+    for (name, handler) in [
+        ("noop_provider", metrics(&noop_provider)),
+        ("sdk", metrics(&provider)),
+    ] {
+        for side in [Side::Server, Side::Client] {
+            let row = format!("{name}_{side:?}").to_lowercase();
+            group.bench_function(row, |b| {
+                b.iter(|| drive_rpc(black_box(&handler), side, UNARY_PATH, Code::Ok));
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, server, client, handler);
+criterion_main!(benches);

@@ -1,0 +1,117 @@
+//! Allocations `OtelMetrics` makes per RPC, from the per-thread counting
+//! allocator: the handler's own (with OpenTelemetry's no-op meter
+//! provider: zero) beside the SDK's (with a real `SdkMeterProvider`), by
+//! driving the handler directly and on the server stack in process.
+//! Run with `--nocapture` to see the figures.
+
+mod otel_support;
+mod stats_harness;
+mod support;
+
+use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry_sdk::metrics::InMemoryMetricExporter;
+use otel_support::{drive_rpc, sdk_provider};
+use stats_harness::{
+    CountingAllocator, Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc,
+    current_thread_runtime, layered_echo_routes,
+};
+use tonic::Code;
+use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::{CombinedLayer, Side};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+const RPCS: u64 = 200;
+
+/// Allocations per RPC of `method` through `handler`, alternating two
+/// status codes, counted after a warm-up (the SDK builds an attribute
+/// set's aggregation on its first use).
+fn per_rpc(rt: &tokio::runtime::Runtime, handler: &OtelMetrics, side: Side, method: &str) -> f64 {
+    let mut i = 0_u64;
+    rt.block_on(allocations_per_call(RPCS, || {
+        i += 1;
+        let code = if i.is_multiple_of(2) {
+            Code::Ok
+        } else {
+            Code::NotFound
+        };
+        drive_rpc(handler, side, method, code);
+        std::future::ready(())
+    }))
+}
+
+/// A registered method, one learned through its service, one accepted by
+/// the filter, and one recorded as `other`.
+const METHODS: [&str; 4] = [
+    "/pkg.Registered/Method",
+    "/pkg.Service/Learned",
+    "/filtered.Service/Method",
+    "/unknown.Service/Method",
+];
+
+fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(METHODS[0])
+        .with_service("pkg.Service")
+        .with_method_filter(|path: &str| path.starts_with("/filtered."))
+        .with_target("dns:///example.com:443")
+        .build()
+        .expect("valid names")
+}
+
+#[test]
+fn otel_handler_allocates_nothing_per_rpc() {
+    let rt = current_thread_runtime();
+    let noop = metrics(&NoopMeterProvider::new());
+    let provider = sdk_provider(InMemoryMetricExporter::default());
+    let with_sdk = metrics(&provider);
+    // The counter is live: building a handler (its attribute sets) allocates.
+    let build = rt.block_on(allocations_per_call(5, || {
+        drop(metrics(&NoopMeterProvider::new()));
+        std::future::ready(())
+    }));
+    assert!(build > 0.0, "building a handler allocates ({build})");
+    for side in [Side::Server, Side::Client] {
+        for method in METHODS {
+            let own = per_rpc(&rt, &noop, side, method);
+            let sdk = per_rpc(&rt, &with_sdk, side, method);
+            println!(
+                "allocations/rpc {side:?} {method:<26} handler (no-op provider) {own:.2}, with the SDK {sdk:.2}"
+            );
+            assert_eq!(own, 0.0, "{side:?} {method}: the handler's own allocations");
+            assert_eq!(
+                sdk, 0.0,
+                "{side:?} {method}: the SDK records into existing attribute sets without allocating"
+            );
+        }
+    }
+}
+
+#[test]
+fn otel_server_stack_adds_no_allocation_per_rpc() {
+    let rt = current_thread_runtime();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
+    let registered = OtelMetrics::builder(&provider)
+        .with_method(UNARY_PATH)
+        .build()
+        .expect("valid name");
+    let other = OtelMetrics::builder(&provider).build().expect("no names");
+    let noop_handler = rt.block_on(allocations_per_in_process_rpc(
+        &layered_echo_routes(CombinedLayer::server().with(Noop)),
+        RPCS,
+    ));
+    let registered = rt.block_on(allocations_per_in_process_rpc(
+        &layered_echo_routes(CombinedLayer::server().with(registered)),
+        RPCS,
+    ));
+    let other = rt.block_on(allocations_per_in_process_rpc(
+        &layered_echo_routes(CombinedLayer::server().with(other)),
+        RPCS,
+    ));
+    println!(
+        "in-process server allocations/rpc: no-op handler {noop_handler}, OtelMetrics + SDK {registered} (registered method), {other} (other)"
+    );
+    assert_eq!(registered, noop_handler);
+    assert_eq!(other, noop_handler);
+}

@@ -1,0 +1,211 @@
+//! Reads an OpenTelemetry SDK meter provider's export back for the `otel`
+//! tests: an SDK with the in-memory exporter, its data points by
+//! instrument and attribute set, and A66's bucket boundaries written out
+//! from the gRFC (independently of the crate's copy, so a wrong list in
+//! the crate fails the tests).
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use tonic::Code;
+use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsBuilder};
+use tonic_hotpath::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
+
+/// A66's latency buckets.
+pub const LATENCY: [f64; 41] = [
+    0.0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005,
+    0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16,
+    0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0,
+];
+
+/// A66's size buckets.
+pub const SIZES: [f64; 14] = [
+    0.0,
+    1024.0,
+    2048.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262144.0,
+    1048576.0,
+    4194304.0,
+    16777216.0,
+    67108864.0,
+    268435456.0,
+    1073741824.0,
+    4294967296.0,
+];
+
+// ---- reading the SDK's export back ----
+
+pub type Attrs = BTreeMap<String, String>;
+
+/// One exported data point.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Point {
+    Counter(u64),
+    Histogram {
+        count: u64,
+        sum: f64,
+        bounds: Vec<f64>,
+    },
+}
+
+/// An exported instrument with its data points by attribute set.
+#[derive(Debug)]
+pub struct Exported {
+    pub unit: String,
+    pub description: String,
+    pub scope: (String, Option<String>),
+    pub points: BTreeMap<Attrs, Point>,
+}
+
+/// An SDK meter provider exporting to memory.
+pub struct Sdk {
+    provider: SdkMeterProvider,
+    exporter: InMemoryMetricExporter,
+}
+
+impl Sdk {
+    pub fn new() -> Self {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = sdk_provider(exporter.clone());
+        Self { provider, exporter }
+    }
+
+    pub fn metrics(&self) -> OtelMetricsBuilder {
+        OtelMetrics::builder(&self.provider)
+    }
+
+    /// Everything recorded so far (cumulative), by instrument name.
+    pub fn export(&self) -> BTreeMap<String, Exported> {
+        self.exporter.reset();
+        self.provider.force_flush().expect("flush");
+        let mut out = BTreeMap::new();
+        for resource in self.exporter.get_finished_metrics().expect("export") {
+            for scope in resource.scope_metrics() {
+                for metric in scope.metrics() {
+                    let mut points = BTreeMap::new();
+                    collect_points(metric.data(), &mut points);
+                    out.insert(
+                        metric.name().to_owned(),
+                        Exported {
+                            unit: metric.unit().to_owned(),
+                            description: metric.description().to_owned(),
+                            scope: (
+                                scope.scope().name().to_owned(),
+                                scope.scope().version().map(str::to_owned),
+                            ),
+                            points,
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The data point of `name` with exactly `attrs`.
+    pub fn point(&self, name: &str, attrs: &[(&str, &str)]) -> Option<Point> {
+        self.export()
+            .get(name)?
+            .points
+            .get(&attrs_of(attrs))
+            .cloned()
+    }
+}
+
+fn attrs_of(pairs: &[(&str, &str)]) -> Attrs {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn to_attrs<'a>(kvs: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> Attrs {
+    kvs.map(|kv| (kv.key.to_string(), kv.value.to_string()))
+        .collect()
+}
+
+fn collect_points(data: &AggregatedMetrics, out: &mut BTreeMap<Attrs, Point>) {
+    match data {
+        AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+            assert!(sum.is_monotonic(), "counters are monotonic");
+            for p in sum.data_points() {
+                out.insert(to_attrs(p.attributes()), Point::Counter(p.value()));
+            }
+        }
+        AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+            for p in h.data_points() {
+                let point = Point::Histogram {
+                    count: p.count(),
+                    sum: p.sum() as f64,
+                    bounds: p.bounds().collect(),
+                };
+                out.insert(to_attrs(p.attributes()), point);
+            }
+        }
+        AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+            for p in h.data_points() {
+                let point = Point::Histogram {
+                    count: p.count(),
+                    sum: p.sum(),
+                    bounds: p.bounds().collect(),
+                };
+                out.insert(to_attrs(p.attributes()), point);
+            }
+        }
+        other => panic!("unexpected aggregation {other:?}"),
+    }
+}
+
+pub fn histogram(point: Option<Point>) -> (u64, f64, Vec<f64>) {
+    match point {
+        Some(Point::Histogram { count, sum, bounds }) => (count, sum, bounds),
+        other => panic!("expected a histogram point, got {other:?}"),
+    }
+}
+
+/// An SDK meter provider as an application sets one up: a periodic reader
+/// (60 s interval; flushed on demand) exporting to `exporter`.
+pub fn sdk_provider(exporter: InMemoryMetricExporter) -> SdkMeterProvider {
+    SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter).build())
+        .build()
+}
+
+/// One RPC's events through `handler` on `side`, as the layer delivers
+/// them (one message each way).
+pub fn drive_rpc(handler: &OtelMetrics, side: Side, method: &str, code: Code) {
+    let info = RpcInfo {
+        side,
+        method,
+        peer_addr: None,
+        local_addr: None,
+    };
+    let mut state = handler.tag_rpc(&info, None);
+    let begin = Instant::now();
+    let payload = Payload {
+        length: 7,
+        wire_length: 12,
+        compressed: false,
+        time: None,
+    };
+    for event in [
+        RpcEvent::Begin { time: begin },
+        RpcEvent::InPayload(payload),
+        RpcEvent::OutPayload(payload),
+        RpcEvent::End(End {
+            code,
+            message: "",
+            begin_time: begin,
+            end_time: Instant::now(),
+            error: None,
+        }),
+    ] {
+        handler.handle_rpc(&mut state, &event);
+    }
+}
