@@ -44,6 +44,7 @@ impl RpcContext {
     /// dropped; nothing when no handler of `H` can give one.
     #[inline(always)]
     #[must_use]
+    #[cfg_attr(not(feature = "otel"), allow(clippy::extra_unused_type_parameters))]
     pub(crate) fn enter<H: StatsHandler>(&self) -> Entered {
         #[cfg(feature = "otel")]
         {

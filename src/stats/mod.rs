@@ -25,6 +25,11 @@
 //!   ([`StatsHandler::tag_rpc`], [`RpcInfo::peer_addr`]).
 //! - The side is in the type: a server layer over a `Channel` or a client
 //!   layer on a server does not compile ([`ClientTransport`]).
+//! - OpenTelemetry (feature `otel`): `otel::OtelTracing` is gRFC A72's
+//!   tracing as a ready-made handler. For it, a handler can edit the
+//!   outgoing request headers ([`StatsHandler::edit_request_headers`]) and
+//!   give the server's inner service a context to run in
+//!   (`StatsHandler::otel_context`).
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
 //! 5-byte length prefix across any body chunk split; a message is reported

@@ -14,8 +14,12 @@ use tonic::Code;
 use super::propagation::{HeaderExtractor, HeaderInjector};
 use crate::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
 
-/// The instrumentation scope (tracer) name of the spans; its version is
-/// the crate's.
+/// The instrumentation scope (tracer) name of [`OtelTracing`]'s spans; the
+/// scope's version is the crate's.
+///
+/// ```
+/// assert_eq!(tonic_hotpath::stats::otel::TRACER_NAME, "tonic-hotpath");
+/// ```
 pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 
 /// gRPC's OpenTelemetry tracing (gRFC A72), as grpc-go's
@@ -156,7 +160,25 @@ impl fmt::Debug for OtelTracing {
     }
 }
 
-/// One RPC's spans: the per-RPC state of [`OtelTracing`].
+/// One RPC's spans: the per-RPC state of [`OtelTracing`], stored inline in
+/// the layer's per-RPC record like every handler's state. You only name it
+/// when writing out a combined handler's state type:
+///
+/// ```
+/// use tonic_hotpath::stats::otel::{OtelTracing, OtelTracingState};
+/// use tonic_hotpath::stats::{Combined, StatsHandler};
+///
+/// #[derive(Debug)]
+/// struct Metrics;
+/// impl StatsHandler for Metrics {
+///     type RpcState = u64;
+///     type ConnState = ();
+/// }
+///
+/// type State = <Combined<Metrics, OtelTracing> as StatsHandler>::RpcState;
+/// let state: State = Default::default();
+/// let _: (u64, OtelTracingState) = state;
+/// ```
 #[derive(Default)]
 pub struct OtelTracingState(State);
 
