@@ -592,6 +592,75 @@ async fn otel_streaming_messages_are_numbered_per_direction() {
     }
 }
 
+#[tokio::test]
+async fn otel_malformed_propagation_headers_give_a_root_server_span() {
+    for propagation in Propagation::BOTH {
+        let (provider, exporter) = provider();
+        let addr = serve(&provider, propagation, traced(None)).await;
+        // An untraced client sending garbage in both headers.
+        let mut client = EchoClient::new(support::connect(addr).await);
+        let mut request = Request::new(req("x"));
+        request.metadata_mut().insert_bin(
+            "grpc-trace-bin",
+            tonic::metadata::MetadataValue::from_bytes(&[0, 0, 1, 2, 3]),
+        );
+        request
+            .metadata_mut()
+            .insert("traceparent", "00-zz-not-a-trace-01".parse().unwrap());
+        client.unary_echo(request).await.unwrap();
+        let spans = wait_for_spans(&exporter, &names(&["Recv"], UNARY)).await;
+        let recv = span(&spans, &format!("Recv.{UNARY}"));
+        assert_eq!(recv.parent_span_id, SpanId::INVALID, "{propagation:?}");
+        assert_eq!(recv.status, Status::Ok);
+    }
+}
+
+/// `OtelTracing` first or last among a layer's handlers, and the metadata
+/// layer below the client stats layer instead of above it.
+#[tokio::test]
+async fn otel_composes_in_either_order() {
+    let (provider, exporter) = provider();
+    let layer = CombinedLayer::server()
+        .with(Propagation::W3c.handler(&provider))
+        .with(Ends::default());
+    let service = traced(None);
+    let seen = Arc::clone(&service.seen);
+    let (addr, incoming) = support::bind().await;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(layer)
+            .add_service(EchoServer::new(service))
+            .serve_with_incoming(incoming),
+    );
+    let layer = CombinedLayer::client().with(Propagation::W3c.handler(&provider));
+    let channel = support::connect(addr).await;
+    let mut client = EchoClient::new(
+        tower::ServiceBuilder::new()
+            .layer(layer)
+            .layer(OutgoingMetadataLayer::new())
+            .service(channel),
+    );
+    let cx = root(&provider);
+    OutgoingMetadata::new()
+        .append_static("x-scope", "1")
+        .unwrap()
+        .scope(client.unary_echo(req("x")).with_context(cx.clone()))
+        .await
+        .unwrap();
+    cx.span().end();
+    let mut expected = names(&["Sent", "Attempt", "Recv"], UNARY);
+    expected.push("root".to_owned());
+    let spans = wait_for_spans(&exporter, &expected).await;
+    let attempt = span(&spans, &format!("Attempt.{UNARY}"));
+    let recv = span(&spans, &format!("Recv.{UNARY}"));
+    assert_child(span(&spans, &format!("Sent.{UNARY}")), span(&spans, "root"));
+    assert_child(recv, attempt);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.contexts[0].span_id(), recv.span_context.span_id());
+    assert!(seen.headers[0].iter().any(|h| h == "x-scope"));
+    assert!(seen.headers[0].iter().any(|h| h == "traceparent"));
+}
+
 /// A propagator must be usable on its own too: `OtelTracing` takes any
 /// `TextMapPropagator`, and the in-crate one matches what it injects.
 #[test]
