@@ -1,308 +1,13 @@
 //! gRFC A72 tracing (`stats::otel::OtelTracing`) over real tonic servers
 //! and clients on 127.0.0.1, recorded with the SDK's in-memory exporter:
-//! span names, kinds, parent links across processes (both propagators),
-//! message events, statuses (OK, error, cancel, deadline), and a server
-//! that calls another server continuing the trace.
+//! span names, kinds, attributes and parent links across processes with
+//! both propagators, a server that calls another server continuing the
+//! trace, malformed propagation headers, and composition with other
+//! handlers and layers. Statuses and message events: `otel_tracing_status`.
+mod otel_harness;
 mod support;
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use opentelemetry::context::FutureExt as _;
-use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceContextExt, Tracer, TracerProvider,
-};
-use opentelemetry::{Context, KeyValue, Value};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use support::{
-    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
-};
-use tokio_stream::StreamExt;
-use tonic::{Code, Request, Response, Status as GrpcStatus, Streaming};
-use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
-use tonic_hotpath::stats::otel::{GRPC_TRACE_BIN, GrpcTraceBinPropagator, OtelTracing};
-use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
-
-const UNARY: &str = "hotpath.echo.Echo.UnaryEcho";
-const BIDI: &str = "hotpath.echo.Echo.BidirectionalStreamingEcho";
-
-/// Which propagator both sides use.
-#[derive(Debug, Clone, Copy)]
-enum Propagation {
-    W3c,
-    GrpcTraceBin,
-}
-
-impl Propagation {
-    const BOTH: [Propagation; 2] = [Propagation::W3c, Propagation::GrpcTraceBin];
-
-    fn handler(self, provider: &SdkTracerProvider) -> OtelTracing {
-        match self {
-            Propagation::W3c => OtelTracing::new(provider, TraceContextPropagator::new()),
-            Propagation::GrpcTraceBin => OtelTracing::new(provider, GrpcTraceBinPropagator::new()),
-        }
-    }
-
-    fn header(self) -> &'static str {
-        match self {
-            Propagation::W3c => "traceparent",
-            Propagation::GrpcTraceBin => GRPC_TRACE_BIN,
-        }
-    }
-}
-
-/// A tracer provider exporting to memory.
-fn provider() -> (SdkTracerProvider, InMemorySpanExporter) {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    (provider, exporter)
-}
-
-/// A call made from inside a server handler (type-erased client).
-type Hop = Arc<
-    dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<String, GrpcStatus>> + Send>>
-        + Send
-        + Sync,
->;
-
-/// What a [`Traced`] server saw of each call.
-#[derive(Debug, Default)]
-struct Seen {
-    /// The span context current inside the handler.
-    contexts: Vec<SpanContext>,
-    /// The request headers' names.
-    headers: Vec<Vec<String>>,
-}
-
-/// The echo service with behaviours picked by the message:
-/// `fail` answers `InvalidArgument`, `sleep` sleeps 5 s, `hop` calls the
-/// downstream server inside an `OutgoingMetadata` scope; anything else is
-/// echoed. Bidi echoes each message.
-#[derive(Clone)]
-struct Traced {
-    seen: Arc<Mutex<Seen>>,
-    hop: Option<Hop>,
-}
-
-#[tonic::async_trait]
-impl Echo for Traced {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, GrpcStatus> {
-        {
-            let mut seen = self.seen.lock().unwrap();
-            seen.contexts
-                .push(Context::current().span().span_context().clone());
-            seen.headers.push(
-                request
-                    .metadata()
-                    .keys()
-                    .map(|key| match key {
-                        tonic::metadata::KeyRef::Ascii(key) => key.as_str().to_owned(),
-                        tonic::metadata::KeyRef::Binary(key) => key.as_str().to_owned(),
-                    })
-                    .collect(),
-            );
-        }
-        let message = request.into_inner().message;
-        let reply = match message.as_str() {
-            "fail" => return Err(GrpcStatus::invalid_argument("bad request")),
-            "sleep" => {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                message
-            }
-            "hop" => {
-                let hop = self.hop.clone().expect("a downstream server");
-                OutgoingMetadata::new()
-                    .append_static("x-hop", "1")
-                    .unwrap()
-                    .scope(hop("downstream".to_owned()))
-                    .await?
-            }
-            _ => message,
-        };
-        Ok(Response::new(EchoResponse { message: reply }))
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, GrpcStatus> {
-        EchoService.server_streaming_echo(request).await
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, GrpcStatus> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, GrpcStatus> {
-        EchoService.bidirectional_streaming_echo(request).await
-    }
-}
-
-/// Counts `End` events: a second handler on the same layer as
-/// `OtelTracing`.
-#[derive(Debug, Default)]
-struct Ends(Mutex<u32>);
-
-impl StatsHandler for Ends {
-    type RpcState = ();
-    type ConnState = ();
-
-    fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
-        if let RpcEvent::End(_) = event {
-            *self.0.lock().unwrap() += 1;
-        }
-    }
-}
-
-/// Serves `service` with `OtelTracing` behind another handler (so the
-/// trace context has to come through `Combined`).
-async fn serve(
-    provider: &SdkTracerProvider,
-    propagation: Propagation,
-    service: Traced,
-) -> SocketAddr {
-    let layer = CombinedLayer::server()
-        .with(Ends::default())
-        .with(propagation.handler(provider));
-    let (addr, incoming) = support::bind().await;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(service))
-            .serve_with_incoming(incoming),
-    );
-    addr
-}
-
-fn traced(hop: Option<Hop>) -> Traced {
-    Traced {
-        seen: Arc::default(),
-        hop,
-    }
-}
-
-/// A traced client of `addr`: `OtelTracing` on the `Channel`, the
-/// metadata layer above it.
-async fn client(
-    provider: &SdkTracerProvider,
-    propagation: Propagation,
-    addr: SocketAddr,
-) -> EchoClient<
-    tonic_hotpath::metadata::OutgoingMetadataService<
-        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, OtelTracing>,
-    >,
-> {
-    let layer = CombinedLayer::client().with(propagation.handler(provider));
-    let channel = support::endpoint(addr)
-        .connect_with_connector(layer.connector())
-        .await
-        .unwrap();
-    EchoClient::new(
-        tower::ServiceBuilder::new()
-            .layer(OutgoingMetadataLayer::new())
-            .layer(layer)
-            .service(channel),
-    )
-}
-
-fn req(message: &str) -> EchoRequest {
-    EchoRequest {
-        message: message.to_owned(),
-    }
-}
-
-/// A root span of the test's own, as the caller's current context.
-fn root(provider: &SdkTracerProvider) -> Context {
-    Context::current_with_span(provider.tracer("test").start("root"))
-}
-
-async fn wait_for_spans(exporter: &InMemorySpanExporter, names: &[String]) -> Vec<SpanData> {
-    support::wait_until("spans", || {
-        let spans = exporter.get_finished_spans().unwrap();
-        names
-            .iter()
-            .all(|name| spans.iter().any(|span| span.name == *name))
-    })
-    .await;
-    exporter.get_finished_spans().unwrap()
-}
-
-fn span<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
-    let mut found = spans.iter().filter(|span| span.name == name);
-    let span = found.next().unwrap_or_else(|| panic!("no span {name}"));
-    assert!(found.next().is_none(), "two spans {name}");
-    span
-}
-
-fn names(prefixes: &[&str], method: &str) -> Vec<String> {
-    prefixes.iter().map(|p| format!("{p}.{method}")).collect()
-}
-
-fn attribute(attributes: &[KeyValue], key: &str) -> Option<Value> {
-    attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| kv.value.clone())
-}
-
-/// The (name, sequence-number, message-size) of each message event.
-fn messages(span: &SpanData) -> Vec<(String, i64, i64)> {
-    span.events
-        .iter()
-        .map(|event| {
-            let number = |key| match attribute(&event.attributes, key) {
-                Some(Value::I64(n)) => n,
-                other => panic!("{key}: {other:?} in {event:?}"),
-            };
-            (
-                event.name.to_string(),
-                number("sequence-number"),
-                number("message-size"),
-            )
-        })
-        .collect()
-}
-
-fn assert_child(child: &SpanData, parent: &SpanData) {
-    assert_eq!(
-        child.span_context.trace_id(),
-        parent.span_context.trace_id(),
-        "{} and {} are in one trace",
-        child.name,
-        parent.name
-    );
-    assert_eq!(
-        child.parent_span_id,
-        parent.span_context.span_id(),
-        "{} is a child of {}",
-        child.name,
-        parent.name
-    );
-}
-
-fn is_error(span: &SpanData) -> bool {
-    matches!(span.status, Status::Error { .. })
-}
+use otel_harness::*;
 
 #[tokio::test]
 async fn otel_unary_spans_link_client_attempt_and_server_with_either_propagator() {
@@ -404,78 +109,6 @@ async fn otel_untraced_caller_starts_a_new_trace() {
 }
 
 #[tokio::test]
-async fn otel_error_status_is_the_grpc_message() {
-    let (provider, exporter) = provider();
-    let addr = serve(&provider, Propagation::GrpcTraceBin, traced(None)).await;
-    let mut client = client(&provider, Propagation::GrpcTraceBin, addr).await;
-    let status = client.unary_echo(req("fail")).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    let spans = wait_for_spans(&exporter, &names(&["Sent", "Attempt", "Recv"], UNARY)).await;
-    for prefix in ["Sent", "Attempt", "Recv"] {
-        assert_eq!(
-            span(&spans, &format!("{prefix}.{UNARY}")).status,
-            Status::error("bad request"),
-            "{prefix}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn otel_deadline_and_cancel_end_every_span_with_an_error() {
-    let (provider, exporter) = provider();
-    let addr = serve(&provider, Propagation::W3c, traced(None)).await;
-    let mut client = client(&provider, Propagation::W3c, addr).await;
-
-    // Deadline: the client's 50 ms timeout passes while the server sleeps.
-    let mut request = Request::new(req("sleep"));
-    request.set_timeout(Duration::from_millis(50));
-    let cx = root(&provider);
-    let status = client
-        .unary_echo(request)
-        .with_context(cx.clone())
-        .await
-        .unwrap_err();
-    assert_eq!(
-        status.code(),
-        Code::Cancelled,
-        "tonic reports its own timeout so: {status:?}"
-    );
-    let spans = wait_for_spans(&exporter, &names(&["Sent", "Attempt", "Recv"], UNARY)).await;
-    let trace = cx.span().span_context().trace_id();
-    let in_trace: Vec<&SpanData> = spans
-        .iter()
-        .filter(|span| span.span_context.trace_id() == trace)
-        .collect();
-    assert_eq!(in_trace.len(), 3, "{in_trace:#?}");
-    for span in &in_trace {
-        assert!(is_error(span), "{span:#?}");
-    }
-    exporter.reset();
-
-    // Cancel: the caller drops the call.
-    let cx = root(&provider);
-    let call = client.unary_echo(req("sleep")).with_context(cx.clone());
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), call)
-            .await
-            .is_err()
-    );
-    let spans = wait_for_spans(&exporter, &names(&["Sent", "Attempt", "Recv"], UNARY)).await;
-    let trace = cx.span().span_context().trace_id();
-    for span in spans
-        .iter()
-        .filter(|span| span.span_context.trace_id() == trace)
-    {
-        assert!(is_error(span), "{span:#?}");
-    }
-    let attempt = span(&spans, &format!("Attempt.{UNARY}"));
-    assert_eq!(
-        attempt.status,
-        Status::error("rpc dropped before its status was known")
-    );
-}
-
-#[tokio::test]
 async fn otel_trace_continues_through_a_server_that_calls_another() {
     for propagation in Propagation::BOTH {
         let (provider, exporter) = provider();
@@ -549,50 +182,6 @@ async fn otel_trace_continues_through_a_server_that_calls_another() {
 }
 
 #[tokio::test]
-async fn otel_streaming_messages_are_numbered_per_direction() {
-    let (provider, exporter) = provider();
-    let addr = serve(&provider, Propagation::GrpcTraceBin, traced(None)).await;
-    let mut client = client(&provider, Propagation::GrpcTraceBin, addr).await;
-    let requests = tokio_stream::iter(["a", "bb", "ccc"].map(req));
-    let mut replies = client
-        .bidirectional_streaming_echo(requests)
-        .await
-        .unwrap()
-        .into_inner();
-    let mut got = Vec::new();
-    while let Some(reply) = replies.next().await {
-        got.push(reply.unwrap().message);
-    }
-    assert_eq!(got, ["a", "bb", "ccc"]);
-    drop(replies);
-
-    let spans = wait_for_spans(&exporter, &names(&["Sent", "Attempt", "Recv"], BIDI)).await;
-    for (name, out_name, in_name) in [
-        (
-            format!("Attempt.{BIDI}"),
-            "Outbound message",
-            "Inbound message",
-        ),
-        (
-            format!("Recv.{BIDI}"),
-            "Outbound message",
-            "Inbound message",
-        ),
-    ] {
-        let events = messages(span(&spans, &name));
-        for direction in [out_name, in_name] {
-            let numbered: Vec<(i64, i64)> = events
-                .iter()
-                .filter(|(event, ..)| event == direction)
-                .map(|(_, number, size)| (*number, *size))
-                .collect();
-            // Sizes: a string field of n bytes is n + 2 bytes.
-            assert_eq!(numbered, [(0, 3), (1, 4), (2, 5)], "{name} {direction}");
-        }
-    }
-}
-
-#[tokio::test]
 async fn otel_malformed_propagation_headers_give_a_root_server_span() {
     for propagation in Propagation::BOTH {
         let (provider, exporter) = provider();
@@ -616,7 +205,9 @@ async fn otel_malformed_propagation_headers_give_a_root_server_span() {
 }
 
 /// `OtelTracing` first or last among a layer's handlers, and the metadata
+
 /// layer below the client stats layer instead of above it.
+
 #[tokio::test]
 async fn otel_composes_in_either_order() {
     let (provider, exporter) = provider();
@@ -662,7 +253,9 @@ async fn otel_composes_in_either_order() {
 }
 
 /// A propagator must be usable on its own too: `OtelTracing` takes any
+
 /// `TextMapPropagator`, and the in-crate one matches what it injects.
+
 #[test]
 fn otel_grpc_trace_bin_round_trips_through_a_map() {
     let (provider, _exporter) = provider();
