@@ -205,9 +205,7 @@ async fn otel_malformed_propagation_headers_give_a_root_server_span() {
 }
 
 /// `OtelTracing` first or last among a layer's handlers, and the metadata
-
 /// layer below the client stats layer instead of above it.
-
 #[tokio::test]
 async fn otel_composes_in_either_order() {
     let (provider, exporter) = provider();
@@ -253,9 +251,7 @@ async fn otel_composes_in_either_order() {
 }
 
 /// A propagator must be usable on its own too: `OtelTracing` takes any
-
 /// `TextMapPropagator`, and the in-crate one matches what it injects.
-
 #[test]
 fn otel_grpc_trace_bin_round_trips_through_a_map() {
     let (provider, _exporter) = provider();
