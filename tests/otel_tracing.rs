@@ -214,13 +214,7 @@ async fn otel_composes_in_either_order() {
         .with(Ends::default());
     let service = traced(None);
     let seen = Arc::clone(&service.seen);
-    let (addr, incoming) = support::bind().await;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(layer)
-            .add_service(EchoServer::new(service))
-            .serve_with_incoming(incoming),
-    );
+    let addr = serve_layer(layer, service).await;
     let layer = CombinedLayer::client().with(Propagation::W3c.handler(&provider));
     let channel = support::connect(addr).await;
     let mut client = EchoClient::new(

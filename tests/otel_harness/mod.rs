@@ -27,7 +27,7 @@ pub use tokio_stream::StreamExt;
 pub use tonic::{Code, Request, Response, Status as GrpcStatus, Streaming};
 pub use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
 pub use tonic_hotpath::stats::otel::{GRPC_TRACE_BIN, GrpcTraceBinPropagator, OtelTracing};
-pub use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
+pub use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ServerSide, StatsHandler};
 
 pub const UNARY: &str = "hotpath.echo.Echo.UnaryEcho";
 pub const BIDI: &str = "hotpath.echo.Echo.BidirectionalStreamingEcho";
@@ -185,6 +185,14 @@ pub async fn serve(
     let layer = CombinedLayer::server()
         .with(Ends::default())
         .with(propagation.handler(provider));
+    serve_layer(layer, service).await
+}
+
+/// Serves `service` behind `layer` on 127.0.0.1.
+pub async fn serve_layer<H: StatsHandler>(
+    layer: CombinedLayer<H, ServerSide>,
+    service: Traced,
+) -> SocketAddr {
     let (addr, incoming) = support::bind().await;
     tokio::spawn(
         tonic::transport::Server::builder()
