@@ -1,8 +1,10 @@
 //! `otel` benches: what gRPC's OpenTelemetry metrics (`OtelMetrics`, gRFC
 //! A66) cost per RPC on the server stack in process, beside no layer, the
 //! `CombinedLayer` with a no-op handler (the layer alone), the handler
-//! over OpenTelemetry's no-op meter provider (the handler's own work),
-//! and the crates.io peer `tonic-otel-layer` (0.2, its newest: a server
+//! over OpenTelemetry's no-op meter provider (the handler's own work), the
+//! metrics beside A72's tracing (`OtelTracing`, W3C propagation, every
+//! span sampled, ended into the SDK's batch processor whose exporter
+//! discards them), and the crates.io peer `tonic-otel-layer` (0.2, its newest: a server
 //! layer recording three instruments per RPC with `grpc_service` /
 //! `grpc_method` / `grpc_code` attributes). Both real rows record into an
 //! SDK meter provider with a periodic reader (in-memory exporter, 60 s
@@ -36,12 +38,17 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
+use opentelemetry::global::ObjectSafeTracerProvider;
 use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry::trace::noop::NoopTracerProvider;
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use otel_support::{drive_rpc, sdk_provider};
 use stats_harness::{CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport};
 use tonic::Code;
-use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::otel::{OtelMetrics, OtelTracing};
 use tonic_hotpath::stats::{CombinedLayer, Side};
 use tower::Layer;
 use tower::layer::util::Identity;
@@ -64,6 +71,37 @@ fn sdk_0_32() -> opentelemetry_sdk_0_32::metrics::SdkMeterProvider {
         .build()
 }
 
+/// A span exporter that drops what it gets: the bench measures recording,
+/// not a backend.
+#[derive(Debug)]
+struct DiscardSpans;
+
+impl SpanExporter for DiscardSpans {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        drop(black_box(batch));
+        Ok(())
+    }
+}
+
+/// The 0.33 tracing SDK as an application sets it up: every span sampled,
+/// ended spans batched off the request path.
+fn tracer_provider() -> SdkTracerProvider {
+    SdkTracerProvider::builder()
+        .with_batch_exporter(DiscardSpans)
+        .build()
+}
+
+/// A72's tracing handler, W3C propagation.
+fn tracing(provider: &SdkTracerProvider) -> OtelTracing {
+    tracing_over(provider)
+}
+
+/// The same over any tracer provider (the no-op one: the handler's own
+/// work and allocations).
+fn tracing_over<P: ObjectSafeTracerProvider>(provider: &P) -> OtelTracing {
+    OtelTracing::new(provider, TraceContextPropagator::new())
+}
+
 /// Our handler, with the echo method registered.
 fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
     OtelMetrics::builder(provider)
@@ -82,6 +120,7 @@ fn peer() -> tonic_otel_layer::MetricsLayer {
 fn server(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let provider = sdk();
+    let tracers = tracer_provider();
     let noop_provider = NoopMeterProvider::new();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", round(&rt, Identity::new())),
@@ -97,9 +136,15 @@ fn server(c: &mut Criterion) {
             "otel_metrics",
             round(&rt, CombinedLayer::server().with(metrics(&provider))),
         ),
-        // The metrics + tracing row (A72's tracing handler beside ours,
-        // one `CombinedLayer`) goes here:
-        // ("otel_metrics_tracing", round(&rt, CombinedLayer::server().with(metrics(&provider)).with(..))),
+        (
+            "otel_metrics_tracing",
+            round(
+                &rt,
+                CombinedLayer::server()
+                    .with(metrics(&provider))
+                    .with(tracing(&tracers)),
+            ),
+        ),
         ("tonic_otel_layer", round(&rt, peer())),
     ];
     interleaved::print_overhead("in-process server", &mut variants, ROUNDS, CALLS_PER_ROUND);
@@ -113,7 +158,12 @@ fn server(c: &mut Criterion) {
     in_process(&mut group, &rt, "otel_metrics_noop_provider", layer);
     let layer = CombinedLayer::server().with(metrics(&provider));
     in_process(&mut group, &rt, "otel_metrics", layer);
-    // The metrics + tracing row goes here too.
+    let layer = CombinedLayer::server().with(tracing_over(&NoopTracerProvider::new()));
+    in_process(&mut group, &rt, "otel_tracing_noop_provider", layer);
+    let layer = CombinedLayer::server()
+        .with(metrics(&provider))
+        .with(tracing(&tracers));
+    in_process(&mut group, &rt, "otel_metrics_tracing", layer);
     in_process(&mut group, &rt, "tonic_otel_layer", peer());
     group.finish();
 }
@@ -124,7 +174,11 @@ fn client(_: &mut Criterion) {
     let rt = current_thread_runtime();
     let provider = sdk();
     let noop = CombinedLayer::client().with(Noop);
+    let tracers = tracer_provider();
     let ours = CombinedLayer::client().with(metrics(&provider));
+    let ours_traced = CombinedLayer::client()
+        .with(metrics(&provider))
+        .with(tracing(&tracers));
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", service_round(&rt, echo_transport())),
         (
@@ -134,6 +188,10 @@ fn client(_: &mut Criterion) {
         (
             "otel_metrics",
             service_round(&rt, ours.layer(echo_transport())),
+        ),
+        (
+            "otel_metrics_tracing",
+            service_round(&rt, ours_traced.layer(echo_transport())),
         ),
     ];
     interleaved::print_overhead("in-process client", &mut variants, ROUNDS, CALLS_PER_ROUND);

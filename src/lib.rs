@@ -1,8 +1,11 @@
 // The README is the crate documentation; its examples use every part, so
 // they are compiled as doc tests only when every part is built.
-#![cfg_attr(all(feature = "grpc", feature = "arena"), doc = include_str!("../README.md"))]
 #![cfg_attr(
-    not(all(feature = "grpc", feature = "arena")),
+    all(feature = "grpc", feature = "arena", feature = "otel"),
+    doc = include_str!("../README.md")
+)]
+#![cfg_attr(
+    not(all(feature = "grpc", feature = "arena", feature = "otel")),
     doc = "Hot-path building blocks for tonic gRPC services; see the README."
 )]
 #![deny(unsafe_code)]

@@ -48,7 +48,7 @@
 //! ```
 
 mod base;
-mod base64;
+pub(crate) mod base64;
 mod delta;
 mod error;
 mod key;

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use http::HeaderMap;
+
 use super::StatsHandler;
 use super::event::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
 
@@ -73,6 +75,30 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
         self.second.handle_rpc(&mut state.1, event);
     }
 
+    fn edit_request_headers(&self, state: &mut Self::RpcState, headers: &mut HeaderMap) {
+        self.first.edit_request_headers(&mut state.0, headers);
+        self.second.edit_request_headers(&mut state.1, headers);
+    }
+
+    #[cfg(feature = "otel")]
+    const OTEL_CONTEXT: bool = A::OTEL_CONTEXT || B::OTEL_CONTEXT;
+
+    #[cfg(feature = "otel")]
+    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
+        let first = if A::OTEL_CONTEXT {
+            self.first.otel_context(&state.0)
+        } else {
+            None
+        };
+        first.or_else(|| {
+            if B::OTEL_CONTEXT {
+                self.second.otel_context(&state.1)
+            } else {
+                None
+            }
+        })
+    }
+
     fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {
         (self.first.tag_conn(info), self.second.tag_conn(info))
     }
@@ -96,6 +122,18 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
     #[inline]
     fn handle_rpc(&self, state: &mut Self::RpcState, event: &RpcEvent<'_>) {
         (**self).handle_rpc(state, event);
+    }
+
+    fn edit_request_headers(&self, state: &mut Self::RpcState, headers: &mut HeaderMap) {
+        (**self).edit_request_headers(state, headers);
+    }
+
+    #[cfg(feature = "otel")]
+    const OTEL_CONTEXT: bool = H::OTEL_CONTEXT;
+
+    #[cfg(feature = "otel")]
+    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
+        (**self).otel_context(state)
     }
 
     fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {

@@ -19,6 +19,7 @@ use super::StatsHandler;
 use super::body::ObservedBody;
 use super::combined::Combined;
 use super::conn::ConnTag;
+use super::context::RpcContext;
 use super::event::{Direction, RpcError, RpcInfo, Side};
 use super::frame::DEFAULT_MAX_MESSAGE_LEN;
 use super::link::{ConnLink, LinkedConn};
@@ -325,8 +326,9 @@ where
     }
 
     #[inline]
-    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        let extensions = request.extensions();
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        let extensions = &parts.extensions;
         let conn = extensions.get::<ConnTag<H>>();
         let tcp = extensions.get::<TcpConnectInfo>();
         let (peer_addr, local_addr) = match (conn, tcp) {
@@ -342,7 +344,7 @@ where
             conn.is_some() && tcp.is_none() && (peer_addr.is_some() || local_addr.is_some());
         let info = RpcInfo {
             side: Side::Server,
-            method: request.uri().path(),
+            method: parts.uri.path(),
             peer_addr,
             local_addr,
         };
@@ -350,21 +352,25 @@ where
         // handlers (another layer of the same handler type may have
         // tagged the connection).
         let own_conn = conn.filter(|conn| conn.is_for(&self.shared.handler));
-        let recorder = RpcRecorder::begin(
+        let (recorder, context) = RpcRecorder::begin(
             &self.shared,
             &info,
             own_conn.map(ConnTag::state),
-            request.headers(),
+            &mut parts.headers,
         );
         if restore_tcp_info {
-            request.extensions_mut().insert(TcpConnectInfo {
+            parts.extensions.insert(TcpConnectInfo {
                 local_addr,
                 remote_addr: peer_addr,
             });
         }
-        let request = request
-            .map(|body| ObservedBody::new(body, recorder.share(), Direction::Inbound, false));
-        ResponseFuture::new(self.inner.call(request), recorder)
+        let body = ObservedBody::new(body, recorder.share(), Direction::Inbound, false);
+        let request = Request::from_parts(parts, body);
+        let inner = {
+            let _entered = context.enter::<H>();
+            self.inner.call(request)
+        };
+        ResponseFuture::new(inner, recorder, context)
     }
 }
 
@@ -389,27 +395,30 @@ where
         // The connection the channel is using, when it was made by this
         // layer's connector (see `CombinedLayer::connector_with`).
         let conn = self.link.get();
+        let (mut parts, body) = request.into_parts();
         let info = RpcInfo {
             side: Side::Client,
-            method: request.uri().path(),
+            method: parts.uri.path(),
             peer_addr: conn.and_then(ConnTag::peer_addr),
             local_addr: conn.and_then(ConnTag::local_addr),
         };
-        let recorder = RpcRecorder::begin(
+        let (recorder, context) = RpcRecorder::begin(
             &self.shared,
             &info,
             conn.map(ConnTag::state),
-            request.headers(),
+            &mut parts.headers,
         );
-        let request = request.map(|body| {
-            tonic::body::Body::new(ObservedBody::new(
-                body,
-                recorder.share(),
-                Direction::Outbound,
-                false,
-            ))
-        });
-        ResponseFuture::new(self.inner.call(request), recorder)
+        let body = tonic::body::Body::new(ObservedBody::new(
+            body,
+            recorder.share(),
+            Direction::Outbound,
+            false,
+        ));
+        ResponseFuture::new(
+            self.inner.call(Request::from_parts(parts, body)),
+            recorder,
+            context,
+        )
     }
 }
 
@@ -425,6 +434,8 @@ pin_project! {
         inner: F,
         // Moved into the response body on completion: `None` once done.
         recorder: Option<RecordRef<H>>,
+        // Current while the inner future is polled (server, `otel`).
+        context: RpcContext,
     }
 
     impl<F, H: StatsHandler> PinnedDrop for ResponseFuture<F, H> {
@@ -437,10 +448,11 @@ pin_project! {
 }
 
 impl<F, H: StatsHandler> ResponseFuture<F, H> {
-    fn new(inner: F, recorder: RecordRef<H>) -> Self {
+    fn new(inner: F, recorder: RecordRef<H>, context: RpcContext) -> Self {
         Self {
             inner,
             recorder: Some(recorder),
+            context,
         }
     }
 }
@@ -467,7 +479,10 @@ where
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = std::task::ready!(this.inner.poll(cx));
+        let result = {
+            let _entered = this.context.enter::<H>();
+            std::task::ready!(this.inner.poll(cx))
+        };
         let mut recorder = this
             .recorder
             .take()

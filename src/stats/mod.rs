@@ -26,7 +26,11 @@
 //! - The side is in the type: a server layer over a `Channel` or a client
 //!   layer on a server does not compile ([`ClientTransport`]).
 //! - Ready-made handlers: gRPC's OpenTelemetry plugin in `otel` (feature
-//!   `otel`): `otel::OtelMetrics` records gRFC A66's metrics.
+//!   `otel`): `otel::OtelMetrics` records gRFC A66's metrics,
+//!   `otel::OtelTracing` gRFC A72's tracing. For tracing, a handler can
+//!   edit the outgoing request headers
+//!   ([`StatsHandler::edit_request_headers`]) and give the server's inner
+//!   service a context to run in (`StatsHandler::otel_context`).
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
 //! 5-byte length prefix across any body chunk split; a message is reported
@@ -132,6 +136,7 @@ mod body;
 mod combined;
 mod conn;
 mod connector;
+mod context;
 mod event;
 pub mod frame;
 mod incoming;
@@ -232,6 +237,36 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// Observes one RPC event.
     fn handle_rpc(&self, state: &mut Self::RpcState, event: &RpcEvent<'_>) {
         let _ = (state, event);
+    }
+
+    /// Client RPCs only: edits the request headers before they are sent,
+    /// e.g. to inject trace propagation headers. Called right after
+    /// [`tag_rpc`](Self::tag_rpc), before `Begin`; the `OutHeader` event
+    /// then shows the edited headers. With several handlers, each edits in
+    /// registration order.
+    fn edit_request_headers(&self, state: &mut Self::RpcState, headers: &mut http::HeaderMap) {
+        let _ = (state, headers);
+    }
+
+    /// Whether [`otel_context`](Self::otel_context) can return a context.
+    /// Leave it `false` (the default) unless it can: the layer then skips
+    /// the call and the per-poll context switch at compile time.
+    #[cfg(feature = "otel")]
+    const OTEL_CONTEXT: bool = false;
+
+    /// Server RPCs only (feature `otel`): the OpenTelemetry context the
+    /// inner service runs in, e.g. the RPC's server span, so that the
+    /// handler's own spans and the calls it makes through a client layer
+    /// continue the trace. Called once the RPC has begun (after `Begin`);
+    /// the context is current while the service is called and while its
+    /// future is polled, until it returns the response (a response stream
+    /// polled later by tonic runs outside it). With several handlers, the
+    /// first that returns one wins. Only consulted when
+    /// [`OTEL_CONTEXT`](Self::OTEL_CONTEXT) is `true`.
+    #[cfg(feature = "otel")]
+    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
+        let _ = state;
+        None
     }
 
     /// Creates the per-connection state.

@@ -231,7 +231,7 @@ mod tests {
             peer_addr: None,
             local_addr: None,
         };
-        RpcRecorder::begin(shared, &info, None, &HeaderMap::new())
+        RpcRecorder::begin(shared, &info, None, &mut HeaderMap::new()).0
     }
 
     #[test]

@@ -9,6 +9,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::Code;
 
 use super::StatsHandler;
+use super::context::RpcContext;
 use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
 use super::frame::{FrameError, FrameHeader};
 use super::pool::{LayerShared, RecordRef};
@@ -70,28 +71,33 @@ impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
 impl<H: StatsHandler> RpcRecorder<H> {
     /// Tags the RPC and delivers `Begin` and the request-headers event in
     /// grpc-go's order: `InHeader` then `Begin` on the server, `Begin` then
-    /// `OutHeader` on the client. The record is an idle one from the
-    /// layer's free list when there is one.
+    /// `OutHeader` on the client (after the handlers edited the headers).
+    /// The record is an idle one from the layer's free list when there is
+    /// one. Also returns the context the handlers want the server's inner
+    /// service to run in.
     pub(crate) fn begin(
         shared: &Arc<LayerShared<H>>,
         info: &RpcInfo<'_>,
         conn: Option<&H::ConnState>,
-        request_headers: &HeaderMap,
-    ) -> RecordRef<H> {
+        request_headers: &mut HeaderMap,
+    ) -> (RecordRef<H>, RpcContext) {
         let handler = &*shared.handler;
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
         let begin = RpcEvent::Begin { time: begin_time };
-        match info.side {
+        let context = match info.side {
             Side::Server => {
                 handler.handle_rpc(&mut state, &RpcEvent::InHeader(request_headers));
                 handler.handle_rpc(&mut state, &begin);
+                RpcContext::of(handler, &state)
             }
             Side::Client => {
+                handler.edit_request_headers(&mut state, request_headers);
                 handler.handle_rpc(&mut state, &begin);
                 handler.handle_rpc(&mut state, &RpcEvent::OutHeader(request_headers));
+                RpcContext::default()
             }
-        }
+        };
         // Both sides learn the deadline from `grpc-timeout` (tonic's
         // `Request::set_timeout` writes it on the client).
         let deadline = find(request_headers, &GRPC_TIMEOUT)
@@ -116,7 +122,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
             },
             None => Self::fresh(shared, info.side, begin_time, deadline, state),
         };
-        RecordRef::new(record)
+        (RecordRef::new(record), context)
     }
 
     fn fresh(
