@@ -38,13 +38,13 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
-use opentelemetry::global::ObjectSafeTracerProvider;
 use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry::trace::TracerProvider;
 use opentelemetry::trace::noop::NoopTracerProvider;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 use otel_support::{drive_rpc, sdk_provider};
 use stats_harness::{CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport};
 use tonic::Code;
@@ -92,13 +92,13 @@ fn tracer_provider() -> SdkTracerProvider {
 }
 
 /// A72's tracing handler, W3C propagation.
-fn tracing(provider: &SdkTracerProvider) -> OtelTracing {
+fn tracing(provider: &SdkTracerProvider) -> OtelTracing<SdkTracer> {
     tracing_over(provider)
 }
 
 /// The same over any tracer provider (the no-op one: the handler's own
 /// work and allocations).
-fn tracing_over<P: ObjectSafeTracerProvider>(provider: &P) -> OtelTracing {
+fn tracing_over<P: TracerProvider>(provider: &P) -> OtelTracing<P::Tracer> {
     OtelTracing::new(provider, TraceContextPropagator::new())
 }
 

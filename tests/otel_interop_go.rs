@@ -17,7 +17,7 @@ use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, SpanId, TraceId};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracer, SdkTracerProvider, SpanData};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tonic_health::pb::HealthCheckRequest;
@@ -32,7 +32,7 @@ const STEP: Duration = Duration::from_secs(60);
 /// The propagators, by the name the Go program takes.
 const PROPAGATORS: [&str; 2] = ["grpc-trace-bin", "w3c"];
 
-fn handler(provider: &SdkTracerProvider, propagator: &str) -> OtelTracing {
+fn handler(provider: &SdkTracerProvider, propagator: &str) -> OtelTracing<SdkTracer> {
     match propagator {
         "w3c" => OtelTracing::new(provider, TraceContextPropagator::new()),
         _ => OtelTracing::new(provider, GrpcTraceBinPropagator::new()),

@@ -22,7 +22,7 @@ pub use opentelemetry::trace::{
 };
 pub use opentelemetry::{Context, KeyValue, Value};
 pub use opentelemetry_sdk::propagation::TraceContextPropagator;
-pub use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+pub use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracer, SdkTracerProvider, SpanData};
 pub use tokio_stream::StreamExt;
 pub use tonic::{Code, Request, Response, Status as GrpcStatus, Streaming};
 pub use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
@@ -42,7 +42,7 @@ pub enum Propagation {
 impl Propagation {
     pub const BOTH: [Propagation; 2] = [Propagation::W3c, Propagation::GrpcTraceBin];
 
-    pub fn handler(self, provider: &SdkTracerProvider) -> OtelTracing {
+    pub fn handler(self, provider: &SdkTracerProvider) -> OtelTracing<SdkTracer> {
         match self {
             Propagation::W3c => OtelTracing::new(provider, TraceContextPropagator::new()),
             Propagation::GrpcTraceBin => OtelTracing::new(provider, GrpcTraceBinPropagator::new()),
@@ -218,7 +218,7 @@ pub async fn client(
     addr: SocketAddr,
 ) -> EchoClient<
     tonic_hotpath::metadata::OutgoingMetadataService<
-        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, OtelTracing>,
+        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, OtelTracing<SdkTracer>>,
     >,
 > {
     let layer = CombinedLayer::client().with(propagation.handler(provider));

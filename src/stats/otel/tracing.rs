@@ -5,9 +5,9 @@
 use std::fmt;
 
 use http::HeaderMap;
-use opentelemetry::global::{BoxedTracer, ObjectSafeTracerProvider};
+use opentelemetry::global::BoxedTracer;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use tonic::Code;
 
@@ -123,36 +123,43 @@ pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 /// ```
 ///
 /// [`CombinedLayer`]: crate::stats::CombinedLayer
-pub struct OtelTracing {
-    tracer: BoxedTracer,
+///
+/// The handler is generic over the provider's tracer `T` (the SDK's
+/// `SdkTracer`, or [`BoxedTracer`] for the global provider), so a span is
+/// boxed once, by the API's `Context`, not twice.
+pub struct OtelTracing<T = BoxedTracer> {
+    tracer: T,
     propagator: Box<dyn TextMapPropagator + Send + Sync>,
 }
 
-impl OtelTracing {
+impl<T: Tracer> OtelTracing<T> {
     /// Tracing with a tracer from `provider` (scope [`TRACER_NAME`], this
     /// crate's version) and `propagator` for the request headers.
     #[must_use]
     pub fn new<P>(provider: &P, propagator: impl TextMapPropagator + Send + Sync + 'static) -> Self
     where
-        P: ObjectSafeTracerProvider + ?Sized,
+        P: TracerProvider<Tracer = T> + ?Sized,
     {
         let scope = InstrumentationScope::builder(TRACER_NAME)
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
         Self {
-            tracer: BoxedTracer::new(provider.boxed_tracer(scope)),
+            tracer: provider.tracer_with_scope(scope),
             propagator: Box::new(propagator),
         }
     }
 
     /// Starts a span of `kind` under `parent` and returns its context.
-    fn start(&self, name: String, kind: SpanKind, parent: &Context) -> Context {
+    fn start(&self, name: String, kind: SpanKind, parent: &Context) -> Context
+    where
+        T::Span: Send + Sync + 'static,
+    {
         let builder = self.tracer.span_builder(name).with_kind(kind);
         parent.with_span(self.tracer.build_with_context(builder, parent))
     }
 }
 
-impl fmt::Debug for OtelTracing {
+impl<T> fmt::Debug for OtelTracing<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OtelTracing")
             .field("propagator", &self.propagator)
@@ -218,7 +225,11 @@ impl fmt::Debug for OtelTracingState {
     }
 }
 
-impl StatsHandler for OtelTracing {
+impl<T> StatsHandler for OtelTracing<T>
+where
+    T: Tracer + Send + Sync + 'static,
+    T::Span: Send + Sync + 'static,
+{
     type RpcState = OtelTracingState;
     type ConnState = ();
     const PAYLOAD_TIMES: bool = false;
