@@ -258,3 +258,39 @@ fn otel_grpc_trace_bin_round_trips_through_a_map() {
         cx.span().span_context().span_id()
     );
 }
+
+/// A server-streaming handler's replies are produced when tonic polls the
+/// response stream, after the handler returned: they run in the server
+/// span too, so work they do continues the trace.
+#[tokio::test]
+async fn otel_response_stream_items_run_in_the_server_span() {
+    let (provider, exporter) = provider();
+    let service = traced(None);
+    let seen = Arc::clone(&service.seen);
+    let addr = serve(&provider, Propagation::W3c, service).await;
+    let mut client = client(&provider, Propagation::W3c, addr).await;
+
+    let cx = root(&provider);
+    let mut replies = client
+        .server_streaming_echo(req("a bb ccc"))
+        .with_context(cx.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut words = Vec::new();
+    while let Some(reply) = replies.message().await.unwrap() {
+        words.push(reply.message);
+    }
+    assert_eq!(words, ["a", "bb", "ccc"]);
+    cx.span().end();
+
+    let method = "hotpath.echo.Echo.ServerStreamingEcho";
+    let spans = wait_for_spans(&exporter, &names(&["Recv"], method)).await;
+    let recv = span(&spans, &format!("Recv.{method}"));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.contexts.len(), 3, "one context per reply");
+    for context in &seen.contexts {
+        assert_eq!(context.span_id(), recv.span_context.span_id());
+        assert_eq!(context.trace_id(), recv.span_context.trace_id());
+    }
+}

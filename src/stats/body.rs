@@ -10,6 +10,7 @@ use pin_project_lite::pin_project;
 use tonic::Code;
 
 use super::StatsHandler;
+use super::context::RpcContext;
 use super::event::{Direction, RpcError};
 use super::frame::FrameDecoder;
 use super::pool::RecordRef;
@@ -33,6 +34,9 @@ pin_project! {
         decoder: FrameDecoder,
         direction: Direction,
         ends_rpc: bool,
+        // Server response body: the context its frames are produced in
+        // (a response stream tonic polls after the handler returned).
+        context: RpcContext,
     }
 
     impl<B, H: StatsHandler> PinnedDrop for ObservedBody<B, H> {
@@ -72,7 +76,16 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
             recorder: Some(recorder),
             direction,
             ends_rpc,
+            context: RpcContext::default(),
         }
+    }
+
+    /// The same body, polled inside `context` (see
+    /// [`StatsHandler::otel_context`](super::StatsHandler)).
+    #[inline(always)]
+    pub(crate) fn in_context(mut self, context: RpcContext) -> Self {
+        self.context = context;
+        self
     }
 }
 
@@ -96,7 +109,10 @@ where
         let this = self.project();
         // The frame is observed by reference and handed back as polled:
         // it is never moved out of (and rebuilt into) the return value.
-        let poll = this.inner.poll_frame(cx);
+        let poll = {
+            let _entered = this.context.enter::<H>();
+            this.inner.poll_frame(cx)
+        };
         // Nothing to observe once this body has given the record up.
         if let (Poll::Ready(result), Some(recorder)) = (&poll, this.recorder.as_mut()) {
             let direction = *this.direction;

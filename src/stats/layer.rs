@@ -492,9 +492,10 @@ where
                 let body_is_empty = response.body().is_end_stream();
                 recorder.with(|rpc| rpc.response_headers(response.headers(), body_is_empty));
                 let direction = recorder.response_direction();
-                Poll::Ready(Ok(
-                    response.map(|body| ObservedBody::new(body, recorder, direction, true))
-                ))
+                let context = std::mem::take(this.context);
+                Poll::Ready(Ok(response.map(|body| {
+                    ObservedBody::new(body, recorder, direction, true).in_context(context)
+                })))
             }
             Err(error) => {
                 let error: BoxError = error.into();

@@ -258,9 +258,10 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// inner service runs in, e.g. the RPC's server span, so that the
     /// handler's own spans and the calls it makes through a client layer
     /// continue the trace. Called once the RPC has begun (after `Begin`);
-    /// the context is current while the service is called and while its
-    /// future is polled, until it returns the response (a response stream
-    /// polled later by tonic runs outside it). With several handlers, the
+    /// the context is current while the service is called, while its
+    /// future is polled and while the response body is polled (so a
+    /// response stream's items are produced in it too). With several
+    /// handlers, the
     /// first that returns one wins. Only consulted when
     /// [`OTEL_CONTEXT`](Self::OTEL_CONTEXT) is `true`.
     #[cfg(feature = "otel")]

@@ -135,11 +135,25 @@ impl Echo for Traced {
 
     type ServerStreamingEchoStream = ResponseStream;
 
+    /// One reply per word, each produced when tonic polls the stream (after
+    /// the handler returned), recording the span context current then.
     async fn server_streaming_echo(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, GrpcStatus> {
-        EchoService.server_streaming_echo(request).await
+        let words: Vec<String> = request
+            .into_inner()
+            .message
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let seen = Arc::clone(&self.seen);
+        let replies = tokio_stream::StreamExt::map(tokio_stream::iter(words), move |word| {
+            let current = Context::current().span().span_context().clone();
+            seen.lock().unwrap().contexts.push(current);
+            Ok(EchoResponse { message: word })
+        });
+        Ok(Response::new(Box::pin(replies)))
     }
 
     async fn client_streaming_echo(
