@@ -59,11 +59,20 @@ pub trait InjectOrgId {
 /// `Ok(true)` if `value` must be added, `Ok(false)` if the same id is
 /// already there, an error for a different id or several.
 fn needs_insert<'a>(
-    mut present: impl Iterator<Item = &'a HeaderValue>,
+    present: impl Iterator<Item = &'a HeaderValue>,
     value: &HeaderValue,
 ) -> Result<bool, InjectError> {
+    let (first, count) = first_and_count(present);
+    decide(first, count, value)
+}
+
+/// The first of the `present` values and how many there are.
+#[inline]
+fn first_and_count<'a>(
+    mut present: impl Iterator<Item = &'a HeaderValue>,
+) -> (Option<&'a HeaderValue>, usize) {
     let first = present.next();
-    decide(first, first.map_or(0, |_| 1 + present.count()), value)
+    (first, first.map_or(0, |_| 1 + present.count()))
 }
 
 /// [`needs_insert`] given the first present value and how many values are
@@ -121,9 +130,7 @@ fn needs_insert_before_send(
     extensions: &http::Extensions,
     value: &HeaderValue,
 ) -> Result<bool, InjectError> {
-    let mut in_headers = headers.get_all(&ORG_ID_HEADER_NAME).iter();
-    let first = in_headers.next();
-    let count = first.map_or(0, |_| 1 + in_headers.count());
+    let (first, count) = first_and_count(headers.get_all(&ORG_ID_HEADER_NAME).iter());
     OutgoingMetadata::with_pending(extensions, |chain| match chain {
         None => decide(first, count, value),
         Some(chain) => {
@@ -164,7 +171,8 @@ pub(crate) fn inject_into_request<B>(
 /// ```
 impl InjectOrgId for OutgoingMetadata {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
-        if needs_insert(self.get_all(ORG_ID_HEADER), value)? {
+        let (first, count) = self.first_and_count(&ORG_ID_HEADER_NAME);
+        if decide(first, count, value)? {
             let value = Bytes::copy_from_slice(value.as_bytes());
             *self = self
                 .append_bytes(ORG_ID_HEADER, value)
