@@ -29,12 +29,6 @@ fn note_scope_entered() {
     }
 }
 
-/// `false` if no task can have a current chain (no scope was ever entered).
-#[inline]
-fn may_have_current() -> bool {
-    SCOPE_EVER_ENTERED.load(Ordering::Relaxed)
-}
-
 impl OutgoingMetadata {
     /// Runs `future` with `self` as the task's current outgoing metadata,
     /// the way a Go context carries it down a call chain.
@@ -96,7 +90,7 @@ impl OutgoingMetadata {
     /// entered in this process (one relaxed load).
     #[inline]
     pub(crate) fn may_have_current() -> bool {
-        may_have_current()
+        SCOPE_EVER_ENTERED.load(Ordering::Relaxed)
     }
 
     /// [`with_current`](Self::with_current) without the clone, for the
@@ -106,7 +100,7 @@ impl OutgoingMetadata {
     /// fail to hide the scope from the layers below it).
     #[inline]
     pub(crate) fn with_current_borrowed<R>(f: impl FnOnce(&OutgoingMetadata) -> R) -> Option<R> {
-        if !may_have_current() {
+        if !Self::may_have_current() {
             return None;
         }
         CURRENT.try_with(f).ok()
@@ -124,7 +118,7 @@ impl OutgoingMetadata {
         if let Some(attached) = extensions.get::<OutgoingMetadata>() {
             return f(Some(attached));
         }
-        if !may_have_current() {
+        if !Self::may_have_current() {
             return f(None);
         }
         match CURRENT.try_with(|current| f(Some(current))) {
