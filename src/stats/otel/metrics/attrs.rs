@@ -143,11 +143,13 @@ impl MethodTable {
         if let Some(attrs) = self.registered.get(path) {
             return Arc::clone(attrs);
         }
-        if !self.recorded_as_is(path) {
-            return Arc::clone(&self.other);
-        }
+        // A method learned earlier passed the test below then: on every
+        // later RPC of a registered service, one lookup instead of three.
         if let Some(attrs) = self.read_learned().get(path) {
             return Arc::clone(attrs);
+        }
+        if !self.recorded_as_is(path) {
+            return Arc::clone(&self.other);
         }
         let mut learned = self.learned.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(attrs) = learned.get(path) {
