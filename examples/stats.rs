@@ -103,6 +103,7 @@ impl StatsHandler for Logger {
             RpcEvent::OutHeader(_) => println!("  [{rpc}] OutHeader"),
             RpcEvent::InTrailer(_) => println!("  [{rpc}] InTrailer"),
             RpcEvent::OutTrailer(_) => println!("  [{rpc}] OutTrailer"),
+            other => println!("  [{rpc}] {other:?}"),
         }
     }
 
@@ -115,6 +116,7 @@ impl StatsHandler for Logger {
         match event {
             ConnEvent::Begin { .. } => println!("  [{conn}] ConnBegin"),
             ConnEvent::End { .. } => println!("  [{conn}] ConnEnd"),
+            other => println!("  [{conn}] {other:?}"),
         }
     }
 }

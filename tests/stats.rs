@@ -90,6 +90,7 @@ impl StatsHandler for Recorder {
                 assert!(end.end_time >= end.begin_time);
                 Ev::End(end.code, end.message.to_owned())
             }
+            other => panic!("an event this test does not know: {other:?}"),
         };
         self.events.lock().unwrap().push((*id, ev));
     }
@@ -102,6 +103,7 @@ impl StatsHandler for Recorder {
         let kind = match event {
             ConnEvent::Begin { .. } => "begin",
             ConnEvent::End { .. } => "end",
+            other => panic!("a connection event this test does not know: {other:?}"),
         };
         self.conns.lock().unwrap().push((*id, kind));
     }

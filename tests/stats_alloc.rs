@@ -16,7 +16,7 @@ use stats_harness::{
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
-use tonic_hotpath::stats::{CombinedLayer, RpcInfo, StatsHandler};
+use tonic_hotpath::stats::{CombinedLayer, RpcInfo, ServerSide, StatsHandler};
 use tower::Layer;
 
 #[global_allocator]
@@ -111,38 +111,75 @@ fn loopback_allocations_per_rpc() {
     );
 }
 
-/// `StatsIncoming` replaces tonic's `TcpConnectInfo` with the connection's
-/// tag; the server layer puts a `TcpConnectInfo` back so the service's
-/// `remote_addr()` works: one allocation per RPC (the extension's box).
+/// Serving through the layer's `StatsIncoming` costs no allocation per
+/// RPC: the connections keep tonic's own `TcpConnectInfo` (nothing to put
+/// back), and a handler with connection state finds its connection in the
+/// layer's registry without allocating.
 #[test]
-fn stats_incoming_restores_remote_addr_for_one_allocation_per_rpc() {
+fn stats_incoming_adds_no_allocation_per_rpc() {
     let rt = current_thread_runtime();
     let identity = tower::layer::util::Identity::new;
     let plain = loopback(
         &rt,
         rt.block_on(loopback_client!(combined!(server, 2), identity())),
     );
-    let client = rt.block_on(async {
-        let layer = combined!(server, 2);
-        let (addr, incoming) = support::bind().await;
-        let incoming = layer.incoming(incoming);
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .layer(layer)
-                .add_service(EchoServer::new(EchoService))
-                .serve_with_incoming(incoming),
-        );
-        EchoClient::new(support::connect(addr).await)
-    });
-    let tagged = loopback(&rt, client);
+    let tagged = loopback(
+        &rt,
+        rt.block_on(served_through_incoming(combined!(server, 2))),
+    );
+    let with_state = CombinedLayer::server().with(ConnCounter::default());
+    let counter = std::sync::Arc::clone(with_state.handler());
+    let linked = loopback(&rt, rt.block_on(served_through_incoming(with_state)));
     eprintln!(
-        "loopback allocations per RPC, 2 server handlers: {plain}; with StatsIncoming {tagged}"
+        "loopback allocations per RPC, 2 server handlers: {plain}; with StatsIncoming {tagged}; \
+         a handler with connection state {linked}"
     );
     assert!(
-        (tagged - plain - 1.0).abs() < 0.05,
+        (tagged - plain).abs() < 0.05,
         "StatsIncoming adds {}",
         tagged - plain
     );
+    assert!(
+        counter.0.load(Ordering::Relaxed) >= RPCS,
+        "the RPCs were linked to their connection"
+    );
+    assert!(
+        (linked - plain).abs() < 0.05,
+        "linking RPCs to their connection adds {}",
+        linked - plain
+    );
+}
+
+/// An echo server behind `layer`, served through `layer.incoming`, and a
+/// plain client of it.
+async fn served_through_incoming<H: StatsHandler>(
+    layer: CombinedLayer<H, ServerSide>,
+) -> EchoClient<tonic::transport::Channel> {
+    let (addr, incoming) = support::bind().await;
+    let incoming = layer.incoming(incoming);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(layer)
+            .add_service(EchoServer::new(EchoService))
+            .serve_with_incoming(incoming),
+    );
+    EchoClient::new(support::connect(addr).await)
+}
+
+/// A handler with connection state: counts the RPCs linked to one.
+#[derive(Debug, Default)]
+struct ConnCounter(AtomicU64);
+
+impl StatsHandler for ConnCounter {
+    type RpcState = ();
+    type ConnState = u64;
+    const PAYLOAD_TIMES: bool = false;
+
+    fn tag_rpc(&self, _: &RpcInfo<'_>, conn: Option<&u64>) {
+        if conn.is_some() {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Counts the RPCs `tag_rpc` saw with a connection.

@@ -47,6 +47,7 @@ impl StatsHandler for Conns {
         let kind = match event {
             ConnEvent::Begin { .. } => "begin",
             ConnEvent::End { .. } => "end",
+            other => panic!("a connection event this test does not know: {other:?}"),
         };
         self.conn_events.lock().unwrap().push((*id, kind));
     }

@@ -180,6 +180,7 @@ fn describe(event: &RpcEvent<'_>) -> (&'static str, String) {
                 end.error.map(|e| format!(" ({e})")).unwrap_or_default()
             ),
         ),
+        other => ("Other", format!("{other:?}")),
     }
 }
 

@@ -11,10 +11,11 @@ use tonic::Code;
 
 use super::StatsHandler;
 use super::context::RpcContext;
-use super::event::{Direction, RpcError};
-use super::frame::FrameDecoder;
+use super::event::{Direction, Payload, RpcError};
+use super::frame::{FrameDecoder, FrameHeader};
 use super::pool::RecordRef;
-use super::recorder::{Rpc, classify_error};
+use super::recorder::RpcEvents;
+use super::status::transport_error_code;
 
 pin_project! {
     /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
@@ -63,19 +64,38 @@ impl<B, H: StatsHandler> std::fmt::Debug for ObservedBody<B, H> {
 
 impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// A body whose messages are reported in `direction`; the response body
-    /// (`ends_rpc`) also completes the RPC.
+    /// (`ends_rpc`) also completes the RPC. The message length limit
+    /// applies to the messages this side receives only: tonic limits what
+    /// it decodes (4 MiB by default), not what it sends.
     pub(crate) fn new(
         inner: B,
         recorder: RecordRef<H>,
         direction: Direction,
         ends_rpc: bool,
     ) -> Self {
+        let limit = match direction {
+            Direction::Inbound => recorder.max_message_len(),
+            Direction::Outbound => u32::MAX,
+        };
         Self {
             inner,
-            decoder: FrameDecoder::with_max_message_len(recorder.max_message_len()),
+            decoder: FrameDecoder::with_max_message_len(limit),
             recorder: Some(recorder),
             direction,
             ends_rpc,
+            context: RpcContext::default(),
+        }
+    }
+
+    /// A body the layer does not observe (a request that is not gRPC, and
+    /// its response): frames pass through, no event is delivered.
+    pub(crate) fn passthrough(inner: B) -> Self {
+        Self {
+            inner,
+            decoder: FrameDecoder::new(),
+            recorder: None,
+            direction: Direction::Inbound,
+            ends_rpc: false,
             context: RpcContext::default(),
         }
     }
@@ -159,7 +179,12 @@ fn observe_data<H: StatsHandler>(
     direction: Direction,
 ) {
     if let Some(header) = decoder.single_message(data) {
-        recorder.with(|rpc| rpc.payload(direction, header, Rpc::<H>::payload_time()));
+        recorder.with(|rpc| {
+            rpc.payload(
+                direction,
+                payload_of(header, RpcEvents::<H>::payload_time()),
+            )
+        });
     } else if !decoder.skip_inside_message(data.len()) {
         observe_chunk(recorder, decoder, data, direction);
     }
@@ -178,13 +203,19 @@ fn observe_chunk<H: StatsHandler>(
     recorder.with(|rpc| {
         let mut time = None;
         let decoded = decoder.push(data, |header| {
-            let time = *time.get_or_insert_with(Rpc::<H>::payload_time);
-            rpc.payload(direction, header, time);
+            let time = *time.get_or_insert_with(RpcEvents::<H>::payload_time);
+            rpc.payload(direction, payload_of(header, time));
         });
         if let Err(error) = decoded {
-            rpc.record_error(RpcError::Frame { direction, error }, None);
+            rpc.record_body_error(direction, RpcError::Frame { direction, error });
         }
     });
+}
+
+/// The payload event of a whole message.
+#[inline(always)]
+fn payload_of(header: FrameHeader, time: Option<std::time::Instant>) -> Payload {
+    Payload::new(header.length, header.length, header.compressed).with_time(time)
 }
 
 /// The body failed: its error ends the RPC on the response body, or is
@@ -196,16 +227,17 @@ fn body_failed<H: StatsHandler, E: std::error::Error + 'static>(
     direction: Direction,
     ends_rpc: bool,
 ) {
-    let code = classify_error(error);
+    let code = transport_error_code(error);
     let message = error.to_string();
     let error = RpcError::Body { direction, message };
-    body_over(recorder, ends_rpc, Some((error, Some(code))), code, None);
+    body_over(recorder, ends_rpc, error, code);
 }
 
-/// The body ended without trailers: a message cut short is a framing
-/// error, and on the response body the RPC ends as tonic's decoder
-/// reports it: `Internal` after a message cut short ("Unexpected EOF
-/// decoding stream"), else `Unknown` (a missing status).
+/// The body ended without trailers. On the response body the RPC ends: a
+/// message cut short is `Internal`, as tonic's decoder reports it to the
+/// reader ("Unexpected EOF decoding stream"), else the status is the one
+/// the reader infers for a missing `grpc-status`. On the request body a
+/// message cut short is recorded.
 fn body_complete<H: StatsHandler>(
     recorder: &mut Option<RecordRef<H>>,
     decoder: &FrameDecoder,
@@ -213,35 +245,35 @@ fn body_complete<H: StatsHandler>(
     ends_rpc: bool,
 ) {
     let error = framing_error_at_end(decoder, direction);
-    let fallback = match &error {
-        Some(RpcError::Frame { error, .. }) => error.code(),
-        _ => Code::Unknown,
-    };
-    body_over(
-        recorder,
-        ends_rpc,
-        error.map(|error| (error, None)),
-        fallback,
-        Some(RpcError::MissingStatus),
-    );
+    if ends_rpc {
+        if let Some(recorder) = recorder.take() {
+            recorder.close(|rpc| {
+                if let Some(error) = error {
+                    let code = error.receiver_code();
+                    rpc.record_error(error, code);
+                }
+                rpc.end_missing_status();
+            });
+        }
+    } else if let (Some(error), Some(recorder)) = (error, recorder) {
+        recorder.with(|rpc| rpc.record_body_error(direction, error));
+    }
 }
 
-/// The body is over before its trailers. On the response body the RPC
-/// ends (see [`Rpc::end`] for `error` and the fallbacks) and the body gives
-/// the record up; on the request body `error`, if any, is recorded.
+/// The body failed before its trailers. On the response body the RPC ends
+/// with `error` and `code`; on the request body `error` is recorded.
 fn body_over<H: StatsHandler>(
     recorder: &mut Option<RecordRef<H>>,
     ends_rpc: bool,
-    error: Option<(RpcError, Option<Code>)>,
-    fallback: Code,
-    fallback_error: Option<RpcError>,
+    error: RpcError,
+    code: Code,
 ) {
     if ends_rpc {
         if let Some(recorder) = recorder.take() {
-            recorder.close(|rpc| rpc.end(error, fallback, fallback_error));
+            recorder.close(|rpc| rpc.end(Some((error, Some(code))), code, None));
         }
-    } else if let (Some((error, code)), Some(recorder)) = (error, recorder) {
-        recorder.with(|rpc| rpc.record_error(error, code));
+    } else if let Some(recorder) = recorder {
+        recorder.with(|rpc| rpc.record_error(error, Some(code)));
     }
 }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -20,18 +20,18 @@ use tonic::transport::server::Connected;
 use super::StatsHandler;
 use super::event::{ConnEvent, ConnInfo};
 use super::link::ConnLink;
+use super::registry::{ConnKey, ConnRegistry};
 
 /// A connection's handler states and addresses.
 ///
-/// On the server, a [`StatsIo`]'s `Connected::ConnectInfo` is its
-/// `ConnTag`: tonic puts it into every request's extensions, where the
+/// On the server, a [`StatsIo`] keeps its IO's own `Connected::ConnectInfo`
+/// (tonic's `TcpConnectInfo`, `TlsConnectInfo`, `UdsConnectInfo`, ...), so
+/// handlers and every layer see what tonic gives without the wrapper; the
 /// server layer that made the incoming stream
-/// ([`CombinedLayer::incoming`](super::CombinedLayer::incoming)) finds it
-/// and hands each handler its connection state in
-/// [`StatsHandler::tag_rpc`]. It takes the place of tonic's
-/// `TcpConnectInfo` there; the server layer puts a `TcpConnectInfo` with
-/// the same addresses back, so `tonic::Request::remote_addr()` and
-/// `local_addr()` keep working behind the layer.
+/// ([`CombinedLayer::incoming`](super::CombinedLayer::incoming)) finds the
+/// connection of each request by that info (TCP and Unix sockets; see
+/// `registry.rs`) and hands each handler its connection state in
+/// [`StatsHandler::tag_rpc`].
 ///
 /// On the client, the connection a layer's connector
 /// ([`CombinedLayer::connector`](super::CombinedLayer::connector)) opened
@@ -91,12 +91,6 @@ impl<H: StatsHandler> ConnTag<H> {
         );
     }
 
-    /// Whether this connection was tagged by `handler` (the same handler
-    /// object, not just the same type).
-    pub(crate) fn is_for(&self, handler: &Arc<H>) -> bool {
-        Arc::ptr_eq(&self.shared.handler, handler)
-    }
-
     /// Whether both tags are of the same connection.
     pub(crate) fn same_conn(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
@@ -132,17 +126,70 @@ pin_project! {
         #[pin]
         io: IO,
         tag: ConnTag<H>,
-        // The client layer this connection is published to, if any.
-        link: Option<Arc<ConnLink<H>>>,
+        // The layer whose RPCs this connection is linked to, if any.
+        owner: ConnOwner<H>,
     }
 
     impl<IO, H: StatsHandler> PinnedDrop for StatsIo<IO, H> {
         fn drop(this: Pin<&mut Self>) {
             // Unlinked first: no RPC that begins after `ConnEnd` sees it.
-            if let Some(link) = this.link.as_ref() {
-                link.withdraw(&this.tag);
-            }
+            this.owner.unlink(&this.tag);
             this.tag.end();
+        }
+    }
+}
+
+/// The layer a connection is linked to, so that its RPCs find it.
+pub(crate) enum ConnOwner<H: StatsHandler> {
+    /// Not linked (the handlers keep no connection state).
+    None,
+    /// A client layer: the connection is published as its current one.
+    Client(Arc<ConnLink<H>>),
+    /// A server layer: the connection is registered under the keys read
+    /// from the `ConnectInfo` tonic takes from it (once per connection).
+    Server {
+        registry: Arc<ConnRegistry<H>>,
+        keys: Mutex<Vec<ConnKey>>,
+    },
+}
+
+impl<H: StatsHandler> ConnOwner<H> {
+    /// A server connection to register with `registry` once its
+    /// `ConnectInfo` is read.
+    pub(crate) fn server(registry: Arc<ConnRegistry<H>>) -> Self {
+        ConnOwner::Server {
+            registry,
+            keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn register(&self, info: &(dyn std::any::Any + 'static), tag: &ConnTag<H>) {
+        let ConnOwner::Server { registry, keys } = self else {
+            return;
+        };
+        let Some(key) = ConnKey::of(info) else {
+            return;
+        };
+        let mut keys = keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+        registry.insert(key, tag);
+    }
+
+    fn unlink(&self, tag: &ConnTag<H>) {
+        match self {
+            ConnOwner::None => {}
+            ConnOwner::Client(link) => link.withdraw(tag),
+            ConnOwner::Server { registry, keys } => {
+                for key in keys
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .drain(..)
+                {
+                    registry.remove(&key, tag);
+                }
+            }
         }
     }
 }
@@ -158,19 +205,15 @@ impl<IO: fmt::Debug, H: StatsHandler> fmt::Debug for StatsIo<IO, H> {
 
 impl<IO, H: StatsHandler> StatsIo<IO, H> {
     /// Wraps `io`, tagging it with `handler` and delivering `ConnBegin`;
-    /// then, on the client, publishes it to `link` (after `ConnBegin`, so
-    /// no RPC is linked to a connection its handlers have not seen begin).
-    pub(crate) fn new(
-        io: IO,
-        handler: Arc<H>,
-        info: ConnInfo,
-        link: Option<Arc<ConnLink<H>>>,
-    ) -> Self {
+    /// then links it to its `owner` layer (after `ConnBegin`, so no RPC is
+    /// linked to a connection its handlers have not seen begin): a client
+    /// layer at once, a server layer when tonic reads its `ConnectInfo`.
+    pub(crate) fn new(io: IO, handler: Arc<H>, info: ConnInfo, owner: ConnOwner<H>) -> Self {
         let tag = ConnTag::begin(handler, info);
-        if let Some(link) = &link {
+        if let ConnOwner::Client(link) = &owner {
             link.publish(tag.clone());
         }
-        Self { io, tag, link }
+        Self { io, tag, owner }
     }
 
     /// The connection's tag.
@@ -192,11 +235,18 @@ impl<IO: Connection, H: StatsHandler> Connection for StatsIo<IO, H> {
     }
 }
 
-impl<IO, H: StatsHandler> Connected for StatsIo<IO, H> {
-    type ConnectInfo = ConnTag<H>;
+/// The wrapped IO's own connection info, unchanged: tonic inserts it into
+/// every request (behind TLS inside `TlsConnectInfo`), so
+/// `Request::remote_addr()`, `peer_certs()`, `UdsConnectInfo` and every
+/// layer keep seeing exactly what they see without the wrapper. Reading
+/// it links the connection to its server layer.
+impl<IO: Connected, H: StatsHandler> Connected for StatsIo<IO, H> {
+    type ConnectInfo = IO::ConnectInfo;
 
-    fn connect_info(&self) -> ConnTag<H> {
-        self.tag.clone()
+    fn connect_info(&self) -> IO::ConnectInfo {
+        let info = self.io.connect_info();
+        self.owner.register(&info, &self.tag);
+        info
     }
 }
 

@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::StatsHandler;
-use super::conn::StatsIo;
+use super::conn::{ConnOwner, StatsIo};
 use super::event::{ConnInfo, Side};
 use super::layer::{ClientSide, CombinedLayer};
 use super::link::ConnLink;
@@ -257,7 +257,7 @@ where
             peer_addr: socket.map(HttpInfo::remote_addr).or(*this.uri_addr),
             local_addr: socket.map(HttpInfo::local_addr),
         };
-        let link = Some(Arc::clone(this.link));
-        Poll::Ready(Ok(StatsIo::new(io, Arc::clone(this.handler), info, link)))
+        let owner = ConnOwner::Client(Arc::clone(this.link));
+        Poll::Ready(Ok(StatsIo::new(io, Arc::clone(this.handler), info, owner)))
     }
 }

@@ -20,7 +20,11 @@ pub enum Side {
 }
 
 /// What is known about an RPC when it is tagged (grpc-go `RPCTagInfo`).
+///
+/// Built by the layer; [`RpcInfo::new`] builds one to drive a handler in
+/// its own tests.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct RpcInfo<'a> {
     /// Server or client.
     pub side: Side,
@@ -36,8 +40,44 @@ pub struct RpcInfo<'a> {
     pub local_addr: Option<SocketAddr>,
 }
 
+impl<'a> RpcInfo<'a> {
+    /// An RPC on `side` to `method` (`/pkg.Service/Method`), addresses
+    /// unknown: for driving a handler in a test.
+    ///
+    /// ```
+    /// use tonic_hotpath::stats::{RpcInfo, Side};
+    ///
+    /// let info = RpcInfo::new(Side::Server, "/pkg.Greeter/Hello")
+    ///     .with_addrs(Some("127.0.0.1:4000".parse()?), None);
+    /// assert_eq!(info.method, "/pkg.Greeter/Hello");
+    /// # Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    #[must_use]
+    pub fn new(side: Side, method: &'a str) -> Self {
+        Self {
+            side,
+            method,
+            peer_addr: None,
+            local_addr: None,
+        }
+    }
+
+    /// The same RPC with these peer and local addresses.
+    #[must_use]
+    pub fn with_addrs(
+        mut self,
+        peer_addr: Option<SocketAddr>,
+        local_addr: Option<SocketAddr>,
+    ) -> Self {
+        self.peer_addr = peer_addr;
+        self.local_addr = local_addr;
+        self
+    }
+}
+
 /// What is known about a connection when it is tagged (grpc-go `ConnTagInfo`).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ConnInfo {
     /// Server (accepted) or client (dialled) connection.
     pub side: Side,
@@ -47,8 +87,30 @@ pub struct ConnInfo {
     pub local_addr: Option<SocketAddr>,
 }
 
+impl ConnInfo {
+    /// A connection on `side` with these addresses: for driving a handler
+    /// in a test.
+    ///
+    /// ```
+    /// use tonic_hotpath::stats::{ConnInfo, Side};
+    ///
+    /// let info = ConnInfo::new(Side::Client, Some("127.0.0.1:50051".parse()?), None);
+    /// assert_eq!(info.peer_addr.unwrap().port(), 50051);
+    /// # Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    #[must_use]
+    pub fn new(side: Side, peer_addr: Option<SocketAddr>, local_addr: Option<SocketAddr>) -> Self {
+        Self {
+            side,
+            peer_addr,
+            local_addr,
+        }
+    }
+}
+
 /// A connection event (grpc-go `ConnBegin` / `ConnEnd`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConnEvent {
     /// The connection was established.
     Begin {
@@ -68,14 +130,23 @@ pub enum ConnEvent {
 /// prefix announces) has passed through the body, as grpc-go does: a
 /// message that never completes gives no payload event (the stream ending
 /// inside it is reported in [`End::error`]), so a peer cannot inflate byte
-/// counts with a length prefix it never fills.
+/// counts with a length prefix it never fills. A compressed message that
+/// cannot be decompressed gives no payload event either: it is an error in
+/// [`End::error`], as the receiver's decoder reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Payload {
-    /// The message length on the wire without the 5-byte prefix. For a
-    /// compressed message this is the compressed size: the uncompressed size
-    /// is not visible without decompressing the message.
+    /// The message's length, uncompressed (grpc-go `Length`), without
+    /// gRPC's 5-byte prefix. A compressed message (`grpc-encoding` `gzip`,
+    /// `deflate` or `zstd`) is decompressed by the layer to count it: see
+    /// the cost in the crate's BENCHMARKS.md.
     pub length: u32,
-    /// The length on the wire including the 5-byte prefix.
+    /// The message's length as sent, without the 5-byte prefix (grpc-go
+    /// `CompressedLength`): the compressed size for a compressed message,
+    /// `length` otherwise.
+    pub compressed_length: u32,
+    /// The length on the wire: `compressed_length` plus the 5-byte prefix
+    /// (grpc-go `WireLength`).
     pub wire_length: u64,
     /// Whether the message's compressed flag was set.
     pub compressed: bool,
@@ -86,8 +157,51 @@ pub struct Payload {
     pub time: Option<Instant>,
 }
 
+impl Payload {
+    /// A message of `length` bytes sent uncompressed: for driving a handler
+    /// in a test (the layer builds the real ones).
+    ///
+    /// ```
+    /// use tonic_hotpath::stats::Payload;
+    ///
+    /// let payload = Payload::uncompressed(7);
+    /// assert_eq!((payload.length, payload.compressed_length, payload.wire_length), (7, 7, 12));
+    /// let gzipped = Payload::compressed(65_536, 261);
+    /// assert_eq!((gzipped.length, gzipped.wire_length), (65_536, 266));
+    /// ```
+    #[must_use]
+    pub fn uncompressed(length: u32) -> Self {
+        Self::new(length, length, false)
+    }
+
+    /// A message of `length` bytes sent compressed into `compressed_length`
+    /// bytes (see [`uncompressed`](Self::uncompressed)).
+    #[must_use]
+    pub fn compressed(length: u32, compressed_length: u32) -> Self {
+        Self::new(length, compressed_length, true)
+    }
+
+    pub(crate) fn new(length: u32, compressed_length: u32, compressed: bool) -> Self {
+        Self {
+            length,
+            compressed_length,
+            wire_length: u64::from(compressed_length) + super::frame::PREFIX_LEN as u64,
+            compressed,
+            time: None,
+        }
+    }
+
+    /// The same message, seen at `time`.
+    #[must_use]
+    pub fn with_time(mut self, time: Option<Instant>) -> Self {
+        self.time = time;
+        self
+    }
+}
+
 /// The end of an RPC (grpc-go `End`). Exactly one per `Begin`.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct End<'a> {
     /// The final status code: the code of the status the application saw,
     /// as grpc-go's `End.Error`.
@@ -120,6 +234,49 @@ pub struct End<'a> {
     pub end_time: Instant,
     /// The first error observed, if any.
     pub error: Option<&'a RpcError>,
+}
+
+impl<'a> End<'a> {
+    /// An RPC that began at `begin_time` and ended at `end_time` with
+    /// `code`, no message and no error: for driving a handler in a test.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// use tonic::Code;
+    /// use tonic_hotpath::stats::{End, RpcError};
+    ///
+    /// let begin = Instant::now();
+    /// let error = RpcError::Cancelled;
+    /// let end = End::new(Code::Cancelled, begin, begin + Duration::from_millis(3))
+    ///     .with_message("gone")
+    ///     .with_error(Some(&error));
+    /// assert_eq!(end.message, "gone");
+    /// ```
+    #[must_use]
+    pub fn new(code: Code, begin_time: Instant, end_time: Instant) -> Self {
+        Self {
+            code,
+            message: "",
+            begin_time,
+            end_time,
+            error: None,
+        }
+    }
+
+    /// The same end with this status message.
+    #[must_use]
+    pub fn with_message(mut self, message: &'a str) -> Self {
+        self.message = message;
+        self
+    }
+
+    /// The same end with this error.
+    #[must_use]
+    pub fn with_error(mut self, error: Option<&'a RpcError>) -> Self {
+        self.error = error;
+        self
+    }
 }
 
 /// An RPC event, in grpc-go's order.
@@ -175,6 +332,7 @@ pub struct End<'a> {
 /// # let _ = Traffic::default();
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum RpcEvent<'a> {
     /// The RPC began.
     Begin {
@@ -217,6 +375,7 @@ impl fmt::Display for Direction {
 
 /// An error observed during an RPC, reported in [`End::error`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RpcError {
     /// A body carried malformed gRPC framing.
     Frame {
@@ -238,11 +397,98 @@ pub enum RpcError {
         /// The error's text.
         message: String,
     },
+    /// A compressed message could not be decompressed, so its size is
+    /// unknown and no payload event was delivered for it.
+    Compression {
+        /// Which body.
+        direction: Direction,
+        /// What was wrong.
+        error: CompressionError,
+    },
     /// The RPC was dropped before its status was known.
     Cancelled,
-    /// The RPC's response stream ended without a `grpc-status`.
-    MissingStatus,
+    /// The RPC's response ended without a `grpc-status`: its code is the
+    /// one tonic's client infers from the HTTP status (`503` is
+    /// `Unavailable`, `200` is `Unknown`, ...).
+    MissingStatus {
+        /// The response's HTTP status code.
+        http_status: u16,
+    },
 }
+
+impl RpcError {
+    /// The status tonic's decoder hands a receiver for this error in a
+    /// body it reads, if it is about a message it cannot receive.
+    pub(crate) fn receiver_code(&self) -> Option<Code> {
+        match self {
+            RpcError::Frame { error, .. } => Some(error.code()),
+            RpcError::Compression { error, .. } => Some(error.code()),
+            _ => None,
+        }
+    }
+}
+
+/// A compressed message that its receiver cannot decompress, as tonic's
+/// decoder judges it (tonic `codec/decode.rs`, gRPC's compression spec).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompressionError {
+    /// The message's compressed flag is set but the body declares no
+    /// `grpc-encoding` (or `identity`).
+    MissingEncoding,
+    /// The body is compressed with an encoding the receiver does not
+    /// accept (a client: one it did not list in `grpc-accept-encoding`).
+    UnsupportedEncoding {
+        /// The `grpc-encoding` value, lossily decoded.
+        encoding: String,
+    },
+    /// The bytes do not decompress with the body's encoding.
+    Corrupt {
+        /// The decoder's error.
+        message: String,
+    },
+    /// Decompressed, the message is longer than the receiver's limit.
+    TooLarge {
+        /// The limit, in bytes.
+        limit: u32,
+    },
+}
+
+impl CompressionError {
+    /// The status tonic's decoder gives the receiver: `Internal` for a
+    /// missing encoding or corrupt data, `Unimplemented` for an encoding it
+    /// does not accept, `ResourceExhausted` past the limit.
+    pub fn code(&self) -> Code {
+        match self {
+            CompressionError::MissingEncoding | CompressionError::Corrupt { .. } => Code::Internal,
+            CompressionError::UnsupportedEncoding { .. } => Code::Unimplemented,
+            CompressionError::TooLarge { .. } => Code::ResourceExhausted,
+        }
+    }
+}
+
+impl fmt::Display for CompressionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompressionError::MissingEncoding => f.write_str(
+                "message has its compressed flag set but no grpc-encoding was specified",
+            ),
+            CompressionError::UnsupportedEncoding { encoding } => {
+                write!(
+                    f,
+                    "content is compressed with `{encoding}`, which the receiver does not accept"
+                )
+            }
+            CompressionError::Corrupt { message } => write!(f, "error decompressing: {message}"),
+            CompressionError::TooLarge { limit } => write!(
+                f,
+                "size limit of {limit} bytes exceeded while decompressing message"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CompressionError {}
 
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -252,8 +498,12 @@ impl fmt::Display for RpcError {
                 write!(f, "{direction} body error: {message}")
             }
             RpcError::Service { message } => write!(f, "service error: {message}"),
+            RpcError::Compression { direction, error } => write!(f, "{direction} body: {error}"),
             RpcError::Cancelled => f.write_str("rpc dropped before its status was known"),
-            RpcError::MissingStatus => f.write_str("response ended without grpc-status"),
+            RpcError::MissingStatus { http_status } => write!(
+                f,
+                "response ended without grpc-status (HTTP status {http_status})"
+            ),
         }
     }
 }
@@ -262,6 +512,7 @@ impl std::error::Error for RpcError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RpcError::Frame { error, .. } => Some(error),
+            RpcError::Compression { error, .. } => Some(error),
             _ => None,
         }
     }

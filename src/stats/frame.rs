@@ -39,6 +39,7 @@ impl FrameHeader {
 
 /// Malformed gRPC framing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The compressed-flag byte was neither 0 nor 1.
     BadFlag(u8),

@@ -14,9 +14,10 @@ use tokio::net::TcpListener;
 use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
 
 use super::StatsHandler;
-use super::conn::StatsIo;
+use super::conn::{ConnOwner, StatsIo};
 use super::event::{ConnInfo, Side};
 use super::layer::{CombinedLayer, ServerSide};
+use super::registry::{ConnRegistry, needs_conn_state};
 
 impl<H: StatsHandler> CombinedLayer<H, ServerSide> {
     /// Wraps a server's accepted-connection stream (anything
@@ -56,7 +57,11 @@ impl<H: StatsHandler> CombinedLayer<H, ServerSide> {
     /// ```
     #[must_use = "the stream does nothing unless served"]
     pub fn incoming<I>(&self, incoming: I) -> StatsIncoming<I, H> {
-        StatsIncoming::with_handler(incoming, Arc::clone(self.handler()))
+        StatsIncoming {
+            inner: incoming,
+            handler: Arc::clone(self.handler()),
+            registry: needs_conn_state::<H>().then(|| self.registry()),
+        }
     }
 
     /// Accepts connections on `listener` with tonic's server defaults
@@ -71,7 +76,13 @@ impl<H: StatsHandler> CombinedLayer<H, ServerSide> {
     }
 }
 
-/// Connection addresses of a server IO's `Connected::ConnectInfo`.
+/// Connection addresses of a server IO's `Connected::ConnectInfo`, for
+/// [`ConnInfo`]: implemented for tonic's `TcpConnectInfo` (plain TCP, and
+/// TCP under tonic's TLS), `UdsConnectInfo` (Unix sockets: no IP
+/// addresses) and `()`. Implement it for the connection info of an IO of
+/// your own to serve it through [`CombinedLayer::incoming`]; the layer
+/// links RPCs to the connection states of TCP and Unix socket connections
+/// only.
 pub trait ConnectAddrs {
     /// The peer's address, where known.
     fn peer_addr(&self) -> Option<SocketAddr>;
@@ -86,6 +97,17 @@ impl ConnectAddrs for TcpConnectInfo {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+}
+
+#[cfg(unix)]
+impl ConnectAddrs for tonic::transport::server::UdsConnectInfo {
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
     }
 }
 
@@ -130,6 +152,7 @@ pin_project! {
     ///         let delta = match event {
     ///             ConnEvent::Begin { .. } => 1,
     ///             ConnEvent::End { .. } => -1,
+    ///             _ => 0,
     ///         };
     ///         self.0.fetch_add(delta, Ordering::Relaxed);
     ///     }
@@ -159,41 +182,22 @@ pin_project! {
     ///     Ok(())
     /// }
     /// ```
-    pub struct StatsIncoming<I, H> {
+    pub struct StatsIncoming<I, H: StatsHandler> {
         #[pin]
         inner: I,
         handler: Arc<H>,
+        // The layer's connections, when its handlers keep connection state.
+        registry: Option<Arc<ConnRegistry<H>>>,
     }
 }
 
-impl<I, H> fmt::Debug for StatsIncoming<I, H> {
+impl<I, H: StatsHandler> fmt::Debug for StatsIncoming<I, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StatsIncoming").finish_non_exhaustive()
     }
 }
 
-impl<I, H> StatsIncoming<I, H> {
-    /// Wraps `incoming`, tagging each connection with `handler`.
-    ///
-    /// Only the server layer holding this very `handler` (the same `Arc`)
-    /// links its RPCs to these connections; build the stream from the
-    /// layer instead, which cannot get that wrong and also offers
-    /// `TCP_NODELAY` ([`CombinedLayer::incoming_tcp`]).
-    #[deprecated(
-        since = "0.1.0",
-        note = "use `layer.incoming_tcp(listener)` or `layer.incoming(stream)`, which take the layer's own handler"
-    )]
-    pub fn new(incoming: I, handler: Arc<H>) -> Self {
-        Self::with_handler(incoming, handler)
-    }
-
-    fn with_handler(incoming: I, handler: Arc<H>) -> Self {
-        Self {
-            inner: incoming,
-            handler,
-        }
-    }
-
+impl<I, H: StatsHandler> StatsIncoming<I, H> {
     /// The wrapped stream.
     pub fn get_ref(&self) -> &I {
         &self.inner
@@ -211,7 +215,7 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
-        let handler = this.handler;
+        let (handler, registry) = (this.handler, this.registry);
         this.inner.poll_next(cx).map(|item| {
             item.map(|accepted| {
                 accepted.map(|io| {
@@ -221,7 +225,11 @@ where
                         peer_addr: addrs.peer_addr(),
                         local_addr: addrs.local_addr(),
                     };
-                    StatsIo::new(io, Arc::clone(handler), info, None)
+                    let owner = match registry {
+                        Some(registry) => ConnOwner::server(Arc::clone(registry)),
+                        None => ConnOwner::None,
+                    };
+                    StatsIo::new(io, Arc::clone(handler), info, owner)
                 })
             })
         })

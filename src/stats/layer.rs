@@ -22,10 +22,13 @@ use super::conn::ConnTag;
 use super::context::RpcContext;
 use super::event::{Direction, RpcError, RpcInfo, Side};
 use super::frame::DEFAULT_MAX_MESSAGE_LEN;
+use super::headers::{AcceptedEncodings, GRPC_ENCODING, find, is_grpc};
 use super::link::{ConnLink, LinkedConn};
 use super::pool::{LayerShared, PoolOwner, RecordRef};
-use super::recorder::{RpcRecorder, classify_error};
+use super::recorder::RpcRecorder;
+use super::registry::{ConnKey, ConnRegistry, needs_conn_state};
 use super::side::ClientTransport;
+use super::status::{server_error_status, transport_error_code};
 
 /// The error type of the layered services: the inner service's error, boxed
 /// (tonic's server and generated clients accept any `Into<BoxError>`).
@@ -92,12 +95,12 @@ pub struct ClientSide;
 pub struct CombinedLayer<H, K> {
     handler: Arc<H>,
     max_message_len: u32,
-    // The client's `Arc<ConnLink<H>>`, shared by the layer's clones, its
-    // services and its connectors (see `link.rs`); `None` without a
-    // handler. Erased because `ConnLink<H>` needs `H: StatsHandler`, which
-    // the layer without handlers (`H = ()`) is not; downcast once per
-    // `layer` / `connector` call, never per RPC.
-    link: Option<Arc<dyn Any + Send + Sync>>,
+    // The layer's `LayerConns<H>`, shared by its clones, its services and
+    // its connection wrappers; `None` without a handler. Erased because it
+    // needs `H: StatsHandler`, which the layer without handlers (`H = ()`)
+    // is not; downcast once per `layer` / `connector` / `incoming` call,
+    // never per RPC.
+    conns: Option<Arc<dyn Any + Send + Sync>>,
     side: PhantomData<fn() -> K>,
 }
 
@@ -106,7 +109,7 @@ impl<H, K> Clone for CombinedLayer<H, K> {
         Self {
             handler: Arc::clone(&self.handler),
             max_message_len: self.max_message_len,
-            link: self.link.clone(),
+            conns: self.conns.clone(),
             side: PhantomData,
         }
     }
@@ -129,7 +132,7 @@ impl CombinedLayer<(), ServerSide> {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
-            link: None,
+            conns: None,
             side: PhantomData,
         }
     }
@@ -142,7 +145,7 @@ impl CombinedLayer<(), ClientSide> {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
-            link: None,
+            conns: None,
             side: PhantomData,
         }
     }
@@ -176,12 +179,16 @@ impl<K> CombinedLayer<(), K> {
 }
 
 impl<H: StatsHandler, K> CombinedLayer<H, K> {
-    /// A layer of `handler`, with a fresh connection link.
+    /// A layer of `handler`, with no connection linked yet.
     fn new(handler: Arc<H>, max_message_len: u32) -> Self {
+        let conns = LayerConns::<H> {
+            link: Arc::new(ConnLink::new()),
+            registry: Arc::new(ConnRegistry::new()),
+        };
         Self {
             handler,
             max_message_len,
-            link: Some(Arc::new(ConnLink::<H>::new())),
+            conns: Some(Arc::new(conns)),
             side: PhantomData,
         }
     }
@@ -204,23 +211,47 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
         &self.handler
     }
 
+    /// The connections linked to this layer (shared by its clones).
+    fn conns(&self) -> Arc<LayerConns<H>> {
+        self.conns
+            .clone()
+            .and_then(|conns| conns.downcast().ok())
+            // Unreachable: every layer with a handler is built by `new`.
+            .unwrap_or_else(|| {
+                Arc::new(LayerConns {
+                    link: Arc::new(ConnLink::new()),
+                    registry: Arc::new(ConnRegistry::new()),
+                })
+            })
+    }
+
     /// The client's connection link, shared by the layer's clones.
     pub(crate) fn link(&self) -> Arc<ConnLink<H>> {
-        self.link
-            .clone()
-            .and_then(|link| link.downcast().ok())
-            // Unreachable: every layer with a handler is built by `new`.
-            .unwrap_or_else(|| Arc::new(ConnLink::new()))
+        Arc::clone(&self.conns().link)
+    }
+
+    /// The server's registry of accepted connections, shared by the
+    /// layer's clones.
+    pub(crate) fn registry(&self) -> Arc<ConnRegistry<H>> {
+        Arc::clone(&self.conns().registry)
     }
 
     /// What one layered service shares with its clones and RPCs, including
     /// its own free list of per-RPC records.
-    fn shared(&self) -> Arc<PoolOwner<H>> {
+    fn shared(&self, registry: Option<Arc<ConnRegistry<H>>>) -> Arc<PoolOwner<H>> {
         Arc::new(PoolOwner::new(LayerShared::new(
             Arc::clone(&self.handler),
             self.max_message_len,
+            registry,
         )))
     }
+}
+
+/// The connections of one layer: the client's current one, the server's
+/// open ones.
+struct LayerConns<H: StatsHandler> {
+    link: Arc<ConnLink<H>>,
+    registry: Arc<ConnRegistry<H>>,
 }
 
 impl<S> Layer<S> for CombinedLayer<(), ServerSide> {
@@ -243,9 +274,10 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
     type Service = ServerStats<S, H>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        let registry = needs_conn_state::<H>().then(|| self.registry());
         ServerStats {
             inner,
-            shared: self.shared(),
+            shared: self.shared(registry),
         }
     }
 }
@@ -256,7 +288,7 @@ impl<S: ClientTransport, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSi
     fn layer(&self, inner: S) -> Self::Service {
         ClientStats {
             inner,
-            shared: self.shared(),
+            shared: self.shared(None),
             link: LinkedConn::new(self.link()),
         }
     }
@@ -327,50 +359,40 @@ where
 
     #[inline]
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        if !is_grpc(request.headers()) {
+            return ResponseFuture::passthrough(
+                self.inner.call(request.map(ObservedBody::passthrough)),
+            );
+        }
         let (mut parts, body) = request.into_parts();
-        let extensions = &parts.extensions;
-        let conn = extensions.get::<ConnTag<H>>();
-        let tcp = extensions.get::<TcpConnectInfo>();
-        let (peer_addr, local_addr) = match (conn, tcp) {
-            (_, Some(tcp)) => (tcp.remote_addr, tcp.local_addr),
-            (Some(conn), None) => (conn.peer_addr(), conn.local_addr()),
-            (None, None) => (None, None),
-        };
-        // Behind `StatsIncoming`, tonic put our `ConnTag` where it would
-        // have put `TcpConnectInfo`; put that back so the service's
-        // `Request::remote_addr()` / `local_addr()` keep working (one small
-        // allocation per RPC, only when the connection has addresses).
-        let restore_tcp_info =
-            conn.is_some() && tcp.is_none() && (peer_addr.is_some() || local_addr.is_some());
+        let tcp = parts.extensions.get::<TcpConnectInfo>();
         let info = RpcInfo {
             side: Side::Server,
             method: parts.uri.path(),
-            peer_addr,
-            local_addr,
+            peer_addr: tcp.and_then(|tcp| tcp.remote_addr),
+            local_addr: tcp.and_then(|tcp| tcp.local_addr),
         };
-        // Only this layer's own connections hand their state to its
-        // handlers (another layer of the same handler type may have
-        // tagged the connection).
-        let own_conn = conn.filter(|conn| conn.is_for(&self.shared.handler));
+        // The connection this layer's incoming stream accepted the request
+        // on, when the handlers keep connection state.
+        let conn = match &self.shared.registry {
+            Some(registry) => {
+                ConnKey::of_request(&parts.extensions).and_then(|key| registry.get(&key))
+            }
+            None => None,
+        };
         let (recorder, context) = RpcRecorder::begin(
             &self.shared,
             &info,
-            own_conn.map(ConnTag::state),
+            conn.as_ref().map(ConnTag::state),
             &mut parts.headers,
         );
-        if restore_tcp_info {
-            parts.extensions.insert(TcpConnectInfo {
-                local_addr,
-                remote_addr: peer_addr,
-            });
-        }
         let body = ObservedBody::new(body, recorder.share(), Direction::Inbound, false);
         let request = Request::from_parts(parts, body);
         let inner = {
             let _entered = context.enter::<H>();
             self.inner.call(request)
         };
-        ResponseFuture::new(inner, recorder, context)
+        ResponseFuture::observing(inner, recorder, context, ObservedSide::Server)
     }
 }
 
@@ -392,6 +414,10 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        if !is_grpc(request.headers()) {
+            let request = request.map(tonic::body::Body::new);
+            return ResponseFuture::passthrough(self.inner.call(request));
+        }
         // The connection the channel is using, when it was made by this
         // layer's connector (see `CombinedLayer::connector_with`).
         let conn = self.link.get();
@@ -408,16 +434,18 @@ where
             conn.map(ConnTag::state),
             &mut parts.headers,
         );
+        let accepted = AcceptedEncodings::of_request(&parts.headers);
         let body = tonic::body::Body::new(ObservedBody::new(
             body,
             recorder.share(),
             Direction::Outbound,
             false,
         ));
-        ResponseFuture::new(
+        ResponseFuture::observing(
             self.inner.call(Request::from_parts(parts, body)),
             recorder,
             context,
+            ObservedSide::Client { accepted },
         )
     }
 }
@@ -427,40 +455,87 @@ pin_project! {
     /// the response headers (or a trailers-only status) and wraps the
     /// response body; if dropped before completing, delivers `End`
     /// (`Cancelled`, or `DeadlineExceeded` past the request's deadline).
+    /// For a request that is not gRPC it only passes the response through.
     ///
     /// Like most futures, it panics if polled again after it completed.
     pub struct ResponseFuture<F, H: StatsHandler> {
         #[pin]
         inner: F,
-        // Moved into the response body on completion: `None` once done.
-        recorder: Option<RecordRef<H>>,
+        state: FutureState<H>,
         // Current while the inner future is polled (server, `otel`).
         context: RpcContext,
     }
 
     impl<F, H: StatsHandler> PinnedDrop for ResponseFuture<F, H> {
         fn drop(this: Pin<&mut Self>) {
-            if let Some(recorder) = this.project().recorder.take() {
+            if let FutureState::Observing { recorder, .. } =
+                std::mem::replace(this.project().state, FutureState::Done)
+            {
                 recorder.close(|rpc| rpc.end_dropped());
             }
         }
     }
 }
 
+/// What a [`ResponseFuture`] does with the response.
+enum FutureState<H: StatsHandler> {
+    /// A gRPC call: report it. The record moves into the response body on
+    /// completion.
+    Observing {
+        recorder: RecordRef<H>,
+        side: ObservedSide,
+    },
+    /// Not gRPC: pass the response through untouched.
+    Passthrough,
+    /// Completed.
+    Done,
+}
+
+/// The side of an observed call, with what the response is judged by.
+#[derive(Debug, Clone, Copy)]
+enum ObservedSide {
+    Server,
+    /// The encodings the client accepts in the response.
+    Client {
+        accepted: AcceptedEncodings,
+    },
+}
+
 impl<F, H: StatsHandler> ResponseFuture<F, H> {
-    fn new(inner: F, recorder: RecordRef<H>, context: RpcContext) -> Self {
+    fn observing(
+        inner: F,
+        recorder: RecordRef<H>,
+        context: RpcContext,
+        side: ObservedSide,
+    ) -> Self {
         Self {
             inner,
-            recorder: Some(recorder),
+            state: FutureState::Observing { recorder, side },
             context,
+        }
+    }
+
+    fn passthrough(inner: F) -> Self {
+        Self {
+            inner,
+            state: FutureState::Passthrough,
+            context: RpcContext::default(),
         }
     }
 }
 
 impl<F, H: StatsHandler> fmt::Debug for ResponseFuture<F, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            FutureState::Observing { side, .. } => match side {
+                ObservedSide::Server => "observing server rpc",
+                ObservedSide::Client { .. } => "observing client rpc",
+            },
+            FutureState::Passthrough => "passthrough",
+            FutureState::Done => "done",
+        };
         f.debug_struct("ResponseFuture")
-            .field("recorder", &self.recorder)
+            .field("state", &state)
             .finish_non_exhaustive()
     }
 }
@@ -475,7 +550,7 @@ where
     type Output = Result<Response<ObservedBody<ResBody, H>>, BoxError>;
 
     // Always inlined into the caller's poll, like the body wrapper's
-    // `poll_frame` (callgrind, in-process unary: ~60 instructions per RPC).
+    // `poll_frame`: the completed path is a handful of branches.
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -483,14 +558,26 @@ where
             let _entered = this.context.enter::<H>();
             std::task::ready!(this.inner.poll(cx))
         };
-        let mut recorder = this
-            .recorder
-            .take()
-            .expect("ResponseFuture polled after completion");
+        let (mut recorder, side) = match std::mem::replace(this.state, FutureState::Done) {
+            FutureState::Observing { recorder, side } => (recorder, side),
+            FutureState::Passthrough => {
+                return Poll::Ready(
+                    result
+                        .map(|response| response.map(ObservedBody::passthrough))
+                        .map_err(Into::into),
+                );
+            }
+            FutureState::Done => panic!("ResponseFuture polled after completion"),
+        };
         match result {
             Ok(response) => {
+                if let ObservedSide::Client { accepted } = side {
+                    refuse_unaccepted_encoding(&mut recorder, accepted, response.headers());
+                }
                 let body_is_empty = response.body().is_end_stream();
-                recorder.with(|rpc| rpc.response_headers(response.headers(), body_is_empty));
+                recorder.with(|rpc| {
+                    rpc.response_headers(response.status(), response.headers(), body_is_empty)
+                });
                 let direction = recorder.response_direction();
                 let context = std::mem::take(this.context);
                 Poll::Ready(Ok(response.map(|body| {
@@ -499,13 +586,48 @@ where
             }
             Err(error) => {
                 let error: BoxError = error.into();
-                let code = classify_error(&*error);
-                let service_error = RpcError::Service {
-                    message: error.to_string(),
-                };
-                recorder.close(|rpc| rpc.end(Some((service_error, Some(code))), code, None));
+                service_failed(recorder, side, &*error);
                 Poll::Ready(Err(error))
             }
+        }
+    }
+}
+
+/// tonic's client fails a call whose response is compressed with an
+/// encoding it does not accept (`Unimplemented`), before anything else.
+#[inline(always)]
+fn refuse_unaccepted_encoding<H: StatsHandler>(
+    recorder: &mut RecordRef<H>,
+    accepted: AcceptedEncodings,
+    headers: &http::HeaderMap,
+) {
+    if let Some(encoding) = find(headers, &GRPC_ENCODING)
+        && !accepted.accepts(encoding.as_bytes())
+    {
+        recorder.with(|rpc| rpc.refuse_encoding(encoding.as_bytes()));
+    }
+}
+
+/// The inner service failed instead of answering: the RPC ends with the
+/// status the peer's caller sees for it (see [`server_error_status`] and
+/// [`transport_error_code`]).
+#[cold]
+fn service_failed<H: StatsHandler>(
+    recorder: RecordRef<H>,
+    side: ObservedSide,
+    error: &(dyn std::error::Error + 'static),
+) {
+    let service_error = RpcError::Service {
+        message: error.to_string(),
+    };
+    match side {
+        ObservedSide::Server => {
+            let (code, message) = server_error_status(error);
+            recorder.close(|rpc| rpc.end_with_status(code, message, service_error));
+        }
+        ObservedSide::Client { .. } => {
+            let code = transport_error_code(error);
+            recorder.close(|rpc| rpc.end(Some((service_error, Some(code))), code, None));
         }
     }
 }

@@ -139,6 +139,7 @@ mod connector;
 mod context;
 mod event;
 pub mod frame;
+mod headers;
 mod incoming;
 mod layer;
 mod link;
@@ -146,13 +147,18 @@ mod link;
 pub mod otel;
 mod pool;
 mod recorder;
+mod registry;
 mod side;
+mod status;
 
 pub use body::ObservedBody;
 pub use combined::Combined;
 pub use conn::{ConnTag, StatsIo};
 pub use connector::{ConnectFuture, StatsConnector};
-pub use event::{ConnEvent, ConnInfo, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
+pub use event::{
+    CompressionError, ConnEvent, ConnInfo, Direction, End, Payload, RpcError, RpcEvent, RpcInfo,
+    Side,
+};
 pub use incoming::{ConnectAddrs, StatsIncoming};
 pub use layer::{
     BoxError, ClientSide, ClientStats, CombinedLayer, ResponseFuture, ServerSide, ServerStats,

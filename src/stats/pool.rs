@@ -17,7 +17,8 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::StatsHandler;
-use super::recorder::{Rpc, RpcRecorder};
+use super::recorder::{RpcEvents, RpcRecorder};
+use super::registry::ConnRegistry;
 
 /// How many idle records a layered service keeps at most: enough for the
 /// RPCs in flight on a busy server to be served from the list, small enough
@@ -29,6 +30,9 @@ pub(crate) const RECORDS_KEPT: usize = 128;
 pub(crate) struct LayerShared<H: StatsHandler> {
     pub(crate) handler: Arc<H>,
     pub(crate) max_message_len: u32,
+    /// The server layer's accepted connections, when its handlers keep
+    /// connection state.
+    pub(crate) registry: Option<Arc<ConnRegistry<H>>>,
     idle: Mutex<IdleList<H>>,
 }
 
@@ -39,10 +43,15 @@ struct IdleList<H: StatsHandler> {
 }
 
 impl<H: StatsHandler> LayerShared<H> {
-    pub(crate) fn new(handler: Arc<H>, max_message_len: u32) -> Self {
+    pub(crate) fn new(
+        handler: Arc<H>,
+        max_message_len: u32,
+        registry: Option<Arc<ConnRegistry<H>>>,
+    ) -> Self {
         Self {
             handler,
             max_message_len,
+            registry,
             idle: Mutex::new(IdleList {
                 // Reserved once: returning a record never reallocates.
                 records: Vec::with_capacity(RECORDS_KEPT),
@@ -143,7 +152,7 @@ impl<H: StatsHandler> RecordRef<H> {
     /// Runs `f` on the RPC's events: without the lock if this is the only
     /// holder, else under it.
     #[inline]
-    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut RpcEvents<'_, H>) -> R) -> R {
         match self.unique() {
             Some(record) => f(&mut record.unshared()),
             None => self.0.locked(f),
@@ -164,7 +173,7 @@ impl<H: StatsHandler> RecordRef<H> {
     /// This holder's last use of the record: runs `f` on the RPC's events,
     /// then gives the reference up; if it was the only one, the record
     /// goes back to the free list (one `get_mut` serves both).
-    pub(crate) fn close<R>(mut self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
+    pub(crate) fn close<R>(mut self, f: impl FnOnce(&mut RpcEvents<'_, H>) -> R) -> R {
         let Some(record) = self.unique() else {
             return self.0.locked(f);
         };
@@ -221,7 +230,7 @@ mod tests {
     }
 
     fn shared() -> PoolOwner<Noop> {
-        PoolOwner::new(LayerShared::new(Arc::new(Noop), u32::MAX))
+        PoolOwner::new(LayerShared::new(Arc::new(Noop), u32::MAX, None))
     }
 
     fn begin(shared: &Arc<LayerShared<Noop>>) -> RecordRef<Noop> {

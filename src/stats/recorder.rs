@@ -1,34 +1,33 @@
 //! The per-RPC shared record: every handler's state inline behind one
 //! mutex, plus what is needed to deliver exactly one `End`.
 
-use std::error::Error as _;
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
 use tonic::Code;
 
 use super::StatsHandler;
 use super::context::RpcContext;
-use super::event::{Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
-use super::frame::{FrameError, FrameHeader};
+use super::event::{CompressionError, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
+use super::frame::FrameError;
+use super::headers::{
+    GRPC_MESSAGE, GRPC_STATUS, GRPC_TIMEOUT, find, parse_grpc_timeout, percent_decode,
+};
 use super::pool::{LayerShared, RecordRef};
-
-// Pre-built names: a lookup by `&HeaderName` skips parsing the name.
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
-const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+use super::status::missing_status;
 
 /// One RPC's record, shared by the response future and the request and
 /// response body wrappers (each through a [`RecordRef`]). Records are
 /// recycled through the layer's free list ([`LayerShared`]).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
-    facts: Facts<H>,
-    core: Mutex<Core<H::RpcState>>,
+    setup: RpcSetup<H>,
+    progress: Mutex<RpcProgress<H::RpcState>>,
 }
 
 /// What an RPC's events read but never change once it has begun.
-struct Facts<H: StatsHandler> {
+struct RpcSetup<H: StatsHandler> {
     /// The layer's shared part: the handler, and the free list the record
     /// returns to (see [`pool`](super::pool) for how the cycle is broken).
     shared: Arc<LayerShared<H>>,
@@ -39,15 +38,18 @@ struct Facts<H: StatsHandler> {
 }
 
 /// What an RPC's events change: the handler states and the outcome.
-struct Core<S> {
+struct RpcProgress<S> {
     state: S,
     ended: bool,
     code: Option<Code>,
-    message: Option<String>,
+    message: Option<Cow<'static, str>>,
     error: Option<RpcError>,
+    /// The response's HTTP status, once its headers were seen: what a
+    /// missing `grpc-status` maps from.
+    http_status: Option<StatusCode>,
 }
 
-impl<S: Default> Core<S> {
+impl<S: Default> RpcProgress<S> {
     fn new(state: S) -> Self {
         Self {
             state,
@@ -55,6 +57,7 @@ impl<S: Default> Core<S> {
             code: None,
             message: None,
             error: None,
+            http_status: None,
         }
     }
 }
@@ -62,8 +65,8 @@ impl<S: Default> Core<S> {
 impl<H: StatsHandler> std::fmt::Debug for RpcRecorder<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcRecorder")
-            .field("side", &self.facts.side)
-            .field("begin_time", &self.facts.begin_time)
+            .field("side", &self.setup.side)
+            .field("begin_time", &self.setup.begin_time)
             .finish_non_exhaustive()
     }
 }
@@ -110,9 +113,9 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 // returned, and of this layer: only the RPC's own fields
                 // change.
                 Some(slot) => {
-                    slot.facts.begin_time = begin_time;
-                    slot.facts.deadline = deadline;
-                    slot.core
+                    slot.setup.begin_time = begin_time;
+                    slot.setup.deadline = deadline;
+                    slot.progress
                         .get_mut()
                         .unwrap_or_else(PoisonError::into_inner)
                         .state = state;
@@ -133,37 +136,40 @@ impl<H: StatsHandler> RpcRecorder<H> {
         state: H::RpcState,
     ) -> Arc<Self> {
         Arc::new(Self {
-            facts: Facts {
+            setup: RpcSetup {
                 shared: Arc::clone(shared),
                 side,
                 begin_time,
                 deadline,
                 max_message_len: shared.max_message_len,
             },
-            core: Mutex::new(Core::new(state)),
+            progress: Mutex::new(RpcProgress::new(state)),
         })
     }
 
     /// Resets a record whose last holder is going away, before it returns
     /// to the free list: drops the handler states, status and error.
     pub(crate) fn reset(&mut self) {
-        let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
-        *core = Core::new(H::RpcState::default());
+        let progress = self
+            .progress
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        *progress = RpcProgress::new(H::RpcState::default());
     }
 
     /// The layer's shared part (whose free list the record returns to).
     pub(crate) fn shared(&self) -> &LayerShared<H> {
-        &self.facts.shared
+        &self.setup.shared
     }
 
     /// The message length limit for this RPC's bodies.
     pub(crate) fn max_message_len(&self) -> u32 {
-        self.facts.max_message_len
+        self.setup.max_message_len
     }
 
     /// The direction of the response body on this side.
     pub(crate) fn response_direction(&self) -> Direction {
-        match self.facts.side {
+        match self.setup.side {
             Side::Server => Direction::Outbound,
             Side::Client => Direction::Inbound,
         }
@@ -171,20 +177,23 @@ impl<H: StatsHandler> RpcRecorder<H> {
 
     /// The RPC's events, reached without the lock: the caller holds the
     /// record's only reference.
-    pub(crate) fn unshared(&mut self) -> Rpc<'_, H> {
-        Rpc {
-            facts: &self.facts,
-            core: self.core.get_mut().unwrap_or_else(PoisonError::into_inner),
+    pub(crate) fn unshared(&mut self) -> RpcEvents<'_, H> {
+        RpcEvents {
+            setup: &self.setup,
+            progress: self
+                .progress
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
         }
     }
 
     /// Runs `f` on the RPC's events under the record's lock.
-    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut Rpc<'_, H>) -> R) -> R {
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut RpcEvents<'_, H>) -> R) -> R {
         // A handler that panicked must not stop the others from seeing `End`.
-        let mut core = self.core.lock().unwrap_or_else(PoisonError::into_inner);
-        f(&mut Rpc {
-            facts: &self.facts,
-            core: &mut core,
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut RpcEvents {
+            setup: &self.setup,
+            progress: &mut progress,
         })
     }
 }
@@ -192,18 +201,18 @@ impl<H: StatsHandler> RpcRecorder<H> {
 /// One holder's exclusive access to an RPC's record (through the lock, or
 /// without it when the holder is the only one): every event goes through
 /// here.
-pub(crate) struct Rpc<'a, H: StatsHandler> {
-    facts: &'a Facts<H>,
-    core: &'a mut Core<H::RpcState>,
+pub(crate) struct RpcEvents<'a, H: StatsHandler> {
+    setup: &'a RpcSetup<H>,
+    progress: &'a mut RpcProgress<H::RpcState>,
 }
 
-impl<H: StatsHandler> Rpc<'_, H> {
+impl<H: StatsHandler> RpcEvents<'_, H> {
     /// Hands `event` to the handlers.
     fn deliver(&mut self, event: &RpcEvent<'_>) {
-        self.facts
+        self.setup
             .shared
             .handler
-            .handle_rpc(&mut self.core.state, event);
+            .handle_rpc(&mut self.progress.state, event);
     }
 
     /// The time payload events carry: read only if a handler wants it.
@@ -215,36 +224,45 @@ impl<H: StatsHandler> Rpc<'_, H> {
     /// (unless the RPC has ended, or, on the server, the client already
     /// reset the stream). Messages that complete in one body chunk share
     /// one `time` (they arrived together).
-    pub(crate) fn payload(
-        &mut self,
-        direction: Direction,
-        header: FrameHeader,
-        time: Option<Instant>,
-    ) {
-        if self.core.ended || (direction == Direction::Outbound && self.stream_closed()) {
+    pub(crate) fn payload(&mut self, direction: Direction, payload: Payload) {
+        if self.progress.ended || (direction == Direction::Outbound && self.stream_closed()) {
             return;
         }
-        let payload = Payload {
-            length: header.length,
-            wire_length: header.wire_length(),
-            compressed: header.compressed,
-            time,
-        };
         self.deliver(&match direction {
             Direction::Inbound => RpcEvent::InPayload(payload),
             Direction::Outbound => RpcEvent::OutPayload(payload),
         });
     }
 
-    /// Response headers: a trailers-only response (an empty body and
-    /// `grpc-status` in the headers) records its status and is reported as
-    /// trailers; otherwise it is the response-headers event. Only an empty
-    /// body can be trailers-only, so the common case skips the lookup.
-    pub(crate) fn response_headers(&mut self, headers: &HeaderMap, body_is_empty: bool) {
-        if body_is_empty && find(headers, &GRPC_STATUS).is_some() {
+    /// Response headers (`status` and `headers`; `body_is_empty` when the
+    /// body is known to be empty). On the server, a trailers-only
+    /// response (an empty body and `grpc-status` in the headers) records
+    /// its status and is reported as trailers, else it is `OutHeader`.
+    /// On the client, as tonic's client decides (`create_response`):
+    /// `grpc-status` in the headers is the call's status whatever follows
+    /// (trailers-only), and an empty body without one ends the call with
+    /// the status mapped from the HTTP status, as tonic hands its caller;
+    /// otherwise `InHeader`.
+    pub(crate) fn response_headers(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body_is_empty: bool,
+    ) {
+        self.progress.http_status = Some(status);
+        let status_in_headers = match self.setup.side {
+            // Only an empty body can be trailers-only: the common case
+            // skips the lookup.
+            Side::Server => body_is_empty && find(headers, &GRPC_STATUS).is_some(),
+            Side::Client => find(headers, &GRPC_STATUS).is_some(),
+        };
+        if status_in_headers {
             self.trailers(headers);
-        } else if !self.core.ended && !self.stream_closed() {
-            self.deliver(&match self.facts.side {
+            self.end_missing_status();
+        } else if self.setup.side == Side::Client && body_is_empty {
+            self.end_missing_status();
+        } else if !self.progress.ended && !self.stream_closed() {
+            self.deliver(&match self.setup.side {
                 Side::Server => RpcEvent::OutHeader(headers),
                 Side::Client => RpcEvent::InHeader(headers),
             });
@@ -261,7 +279,7 @@ impl<H: StatsHandler> Rpc<'_, H> {
             None => self.trailers(trailers),
             Some(error) => self.trailers_after_framing_error(trailers, error),
         }
-        self.end_with(Code::Unknown, Some(RpcError::MissingStatus));
+        self.end_missing_status();
     }
 
     #[cold]
@@ -273,10 +291,10 @@ impl<H: StatsHandler> Rpc<'_, H> {
                 ..
             }
         );
-        self.core.record_error(error, None);
+        self.progress.record_error(error, None);
         self.trailers(trailers);
-        if truncated && matches!(self.core.code, None | Some(Code::Ok)) {
-            self.core.code = Some(Code::Internal);
+        if truncated && matches!(self.progress.code, None | Some(Code::Ok)) {
+            self.progress.code = Some(Code::Internal);
         }
     }
 
@@ -285,21 +303,21 @@ impl<H: StatsHandler> Rpc<'_, H> {
     /// the client reset the stream does not replace `Cancelled`) and
     /// delivers the trailer event.
     fn trailers(&mut self, trailers: &HeaderMap) {
-        if self.core.ended || self.stream_closed() {
+        if self.progress.ended || self.stream_closed() {
             return;
         }
-        if self.core.code.is_none()
+        if self.progress.code.is_none()
             && let Some(status) = find(trailers, &GRPC_STATUS)
         {
             let code = Code::from_bytes(status.as_bytes());
-            self.core.code = Some(code);
+            self.progress.code = Some(code);
             // tonic sends no message with OK; skip the second lookup then.
             if code != Code::Ok {
-                self.core.message =
-                    find(trailers, &GRPC_MESSAGE).map(|message| percent_decode(message.as_bytes()));
+                self.progress.message = find(trailers, &GRPC_MESSAGE)
+                    .map(|message| percent_decode(message.as_bytes()).into());
             }
         }
-        self.deliver(&match self.facts.side {
+        self.deliver(&match self.setup.side {
             Side::Server => RpcEvent::OutTrailer(trailers),
             Side::Client => RpcEvent::InTrailer(trailers),
         });
@@ -311,12 +329,25 @@ impl<H: StatsHandler> Rpc<'_, H> {
     /// reaches the client, and grpc-go reports no outbound event for it.
     #[inline(always)]
     fn stream_closed(&self) -> bool {
-        self.facts.side == Side::Server && self.core.code.is_some()
+        self.setup.side == Side::Server && self.progress.code.is_some()
     }
 
     /// Records an error; the first one is kept.
     pub(crate) fn record_error(&mut self, error: RpcError, code: Option<Code>) {
-        self.core.record_error(error, code);
+        self.progress.record_error(error, code);
+    }
+
+    /// Records an error found in a body this side reads or writes. A
+    /// message the client cannot receive (bad framing, a length over the
+    /// limit, a message that does not decompress) is the status tonic's
+    /// decoder hands the caller at that point, whatever the server sends
+    /// after it; on the server, the handler's answer decides the status.
+    pub(crate) fn record_body_error(&mut self, direction: Direction, error: RpcError) {
+        let code = match (self.setup.side, direction) {
+            (Side::Client, Direction::Inbound) => error.receiver_code(),
+            _ => None,
+        };
+        self.progress.record_error(error, code);
     }
 
     /// Records `error` (if any, with `code`) and delivers `End` once. The
@@ -329,65 +360,105 @@ impl<H: StatsHandler> Rpc<'_, H> {
         fallback_error: Option<RpcError>,
     ) {
         if let Some((error, code)) = error {
-            self.core.record_error(error, code);
+            self.progress.record_error(error, code);
         }
         self.end_with(fallback, fallback_error);
     }
 
-    fn end_with(&mut self, fallback: Code, fallback_error: Option<RpcError>) {
-        let core = &mut *self.core;
-        if core.ended {
+    /// Ends an RPC whose status the layer knows from elsewhere than the
+    /// peer's `grpc-status` (a service error on the server, a response the
+    /// client refuses): `code` with `message` as its status, `error` as
+    /// what happened.
+    pub(crate) fn end_with_status(
+        &mut self,
+        code: Code,
+        message: Cow<'static, str>,
+        error: RpcError,
+    ) {
+        if self.progress.code.is_none() {
+            self.progress.code = Some(code);
+            self.progress.message = Some(message).filter(|message| !message.is_empty());
+        }
+        self.progress.record_error(error, None);
+        self.end_with(code, None);
+    }
+
+    /// A client's response compressed with `encoding`, which the client
+    /// does not accept: tonic fails the call with `Unimplemented`.
+    #[cold]
+    pub(crate) fn refuse_encoding(&mut self, encoding: &[u8]) {
+        let encoding = String::from_utf8_lossy(encoding).into_owned();
+        let message = format!("Content is compressed with `{encoding}` which isn't supported");
+        let error = RpcError::Compression {
+            direction: Direction::Inbound,
+            error: CompressionError::UnsupportedEncoding { encoding },
+        };
+        self.end_with_status(Code::Unimplemented, message.into(), error);
+    }
+
+    /// Ends the RPC after its response was complete: with the recorded
+    /// status, or, when the response carried no `grpc-status`, with the
+    /// status tonic's client infers from the HTTP status (what the peer's
+    /// caller is handed, see [`missing_status`]).
+    pub(crate) fn end_missing_status(&mut self) {
+        if self.progress.ended {
             return;
         }
-        core.ended = true;
-        let facts = self.facts;
+        if self.progress.code.is_none() {
+            let http = self.progress.http_status.unwrap_or(StatusCode::OK);
+            let (code, message) = missing_status(http);
+            self.progress.code = Some(code);
+            self.progress.message = Some(message);
+            self.progress.record_error(
+                RpcError::MissingStatus {
+                    http_status: http.as_u16(),
+                },
+                None,
+            );
+        }
+        self.end_with(Code::Unknown, None);
+    }
+
+    fn end_with(&mut self, fallback: Code, fallback_error: Option<RpcError>) {
+        let progress = &mut *self.progress;
+        if progress.ended {
+            return;
+        }
+        progress.ended = true;
+        let setup = self.setup;
         let end_time = Instant::now();
-        let code = match core.code {
-            Some(Code::Cancelled) | None => Self::final_code(facts, core, fallback, end_time),
+        let code = match progress.code {
+            Some(Code::Cancelled) | None => Self::final_code(setup, progress, fallback, end_time),
             Some(code) => code,
         };
-        if core.error.is_none() && core.code.is_none() {
-            core.error = fallback_error;
+        if progress.error.is_none() && progress.code.is_none() {
+            progress.error = fallback_error;
         }
         let end = End {
             code,
-            message: core.message.as_deref().unwrap_or_default(),
-            begin_time: facts.begin_time,
+            message: progress.message.as_deref().unwrap_or_default(),
+            begin_time: setup.begin_time,
             end_time,
-            error: core.error.as_ref(),
+            error: progress.error.as_ref(),
         };
-        facts
+        setup
             .shared
             .handler
-            .handle_rpc(&mut core.state, &RpcEvent::End(end));
+            .handle_rpc(&mut progress.state, &RpcEvent::End(end));
     }
 
-    /// The code of an RPC that recorded no status, or `Cancelled`:
-    /// - a client call given up (dropped) after a framing error on its
-    ///   response ends with that error's code: tonic's decoder handed the
-    ///   caller that status, and the caller then dropped the call;
-    /// - `Cancelled` at or after the request's deadline is
-    ///   `DeadlineExceeded` (grpc-go: the deadline cancelled the call).
+    /// The code of an RPC that recorded no status (`fallback`), or
+    /// `Cancelled`: `Cancelled` at or after the request's deadline is
+    /// `DeadlineExceeded` (grpc-go: the deadline cancelled the call).
     #[cold]
     fn final_code(
-        facts: &Facts<H>,
-        core: &Core<H::RpcState>,
+        setup: &RpcSetup<H>,
+        progress: &RpcProgress<H::RpcState>,
         fallback: Code,
         end_time: Instant,
     ) -> Code {
-        let code = match (core.code, &core.error, facts.side) {
-            (Some(code), _, _) => code,
-            (
-                None,
-                Some(RpcError::Frame {
-                    direction: Direction::Inbound,
-                    error,
-                }),
-                Side::Client,
-            ) if fallback == Code::Cancelled => error.code(),
-            (None, _, _) => fallback,
-        };
-        if code == Code::Cancelled && facts.deadline.is_some_and(|d| end_time >= d) {
+        let code = progress.code.unwrap_or(fallback);
+        if code == Code::Cancelled && setup.deadline.is_some_and(|d| end_time >= d) {
             Code::DeadlineExceeded
         } else {
             code
@@ -401,7 +472,7 @@ impl<H: StatsHandler> Rpc<'_, H> {
     }
 }
 
-impl<S> Core<S> {
+impl<S> RpcProgress<S> {
     /// Records an error; the first one (and the first code) is kept.
     fn record_error(&mut self, error: RpcError, code: Option<Code>) {
         if self.error.is_none() {
@@ -409,220 +480,6 @@ impl<S> Core<S> {
         }
         if self.code.is_none() {
             self.code = code;
-        }
-    }
-}
-
-/// Looks `name` up in `headers`: small maps (gRPC trailers usually hold
-/// one entry, request headers a handful) are scanned, which is cheaper than
-/// hashing the name; larger ones use the hash lookup. The scan walks the
-/// keys only (no multi-value links); most lookups miss (`grpc-timeout`) or
-/// hit the first entry (`grpc-status` in tonic's trailers). A standard
-/// name (most request headers) differs from our custom ones on its tag,
-/// without its text being read.
-#[inline(always)]
-fn find<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
-    const SCAN_UP_TO: usize = 8;
-    if headers.keys_len() > SCAN_UP_TO {
-        return headers.get(name);
-    }
-    match headers.keys().position(|key| key == name)? {
-        // The first value of the first entry is the first `iter` yields.
-        0 => headers.iter().next().map(|(_, value)| value),
-        _ => headers.get(name),
-    }
-}
-
-/// Decodes `grpc-message`'s percent-encoding (invalid UTF-8 is replaced).
-fn percent_decode(encoded: &[u8]) -> String {
-    let mut decoded = Vec::with_capacity(encoded.len());
-    let mut i = 0;
-    while i < encoded.len() {
-        let byte = encoded[i];
-        let escaped = match encoded.get(i + 1..i + 3) {
-            Some(&[hi, lo]) if byte == b'%' => hex(hi).zip(hex(lo)),
-            _ => None,
-        };
-        match escaped {
-            Some((hi, lo)) => {
-                decoded.push(hi << 4 | lo);
-                i += 3;
-            }
-            None => {
-                decoded.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(decoded)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    char::from(digit).to_digit(16).map(|d| d as u8)
-}
-
-/// Parses gRPC's `grpc-timeout` (`1-8 digits` + unit `H M S m u n`).
-fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
-    let (unit, digits) = value.split_last()?;
-    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let amount = digits
-        .iter()
-        .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
-    Some(match unit {
-        b'H' => Duration::from_secs(amount * 3600),
-        b'M' => Duration::from_secs(amount * 60),
-        b'S' => Duration::from_secs(amount),
-        b'm' => Duration::from_millis(amount),
-        b'u' => Duration::from_micros(amount),
-        b'n' => Duration::from_nanos(amount),
-        _ => return None,
-    })
-}
-
-/// Maps an error from the inner service or a body to the status code
-/// tonic hands the caller for it (`Status::from_error`): a `tonic::Status`
-/// anywhere in the source chain gives its code, an `h2::Error` (on top, or
-/// under a `hyper::Error`) its reset reason's code, a hyper timeout
-/// `Unavailable`, a hyper cancellation `Cancelled`, a connect failure
-/// `Unavailable`, anything else `Unknown`. Two departures, to match
-/// grpc-go: tonic's `TimeoutExpired` (the call's own deadline) is
-/// `DeadlineExceeded` (tonic: `Cancelled`), and a connection that broke
-/// (an I/O error under hyper or h2, which tonic reports as `Unknown`) is
-/// `Unavailable`.
-pub(crate) fn classify_error(error: &(dyn std::error::Error + 'static)) -> Code {
-    if let Some(h2) = error.downcast_ref::<h2::Error>() {
-        return code_from_h2(h2);
-    }
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(status) = error.downcast_ref::<tonic::Status>() {
-            // tonic's `Unknown` may wrap a broken connection: look under it.
-            if status.code() != Code::Unknown {
-                return status.code();
-            }
-        } else if error.is::<tonic::TimeoutExpired>() {
-            return Code::DeadlineExceeded;
-        } else if error.is::<tonic::ConnectError>() || error.is::<std::io::Error>() {
-            return Code::Unavailable;
-        } else if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            if hyper.is_timeout() {
-                return Code::Unavailable;
-            }
-            if hyper.is_canceled() {
-                return Code::Cancelled;
-            }
-            if let Some(h2) = hyper.source().and_then(|e| e.downcast_ref::<h2::Error>()) {
-                return code_from_h2(h2);
-            }
-        }
-        current = error.source();
-    }
-    Code::Unknown
-}
-
-/// tonic's mapping of an h2 error's reason (gRPC's PROTOCOL-HTTP2.md), and
-/// `Unavailable` for a broken connection (grpc-go; tonic: `Unknown`).
-fn code_from_h2(error: &h2::Error) -> Code {
-    use h2::Reason;
-    match error.reason() {
-        Some(
-            Reason::NO_ERROR
-            | Reason::PROTOCOL_ERROR
-            | Reason::INTERNAL_ERROR
-            | Reason::FLOW_CONTROL_ERROR
-            | Reason::SETTINGS_TIMEOUT
-            | Reason::FRAME_SIZE_ERROR
-            | Reason::COMPRESSION_ERROR
-            | Reason::CONNECT_ERROR,
-        ) => Code::Internal,
-        Some(Reason::REFUSED_STREAM) => Code::Unavailable,
-        Some(Reason::CANCEL) => Code::Cancelled,
-        Some(Reason::ENHANCE_YOUR_CALM) => Code::ResourceExhausted,
-        Some(Reason::INADEQUATE_SECURITY) => Code::PermissionDenied,
-        None if error.is_io() => Code::Unavailable,
-        _ => Code::Unknown,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_timeout_units() {
-        assert_eq!(parse_grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_grpc_timeout(b"20m"), Some(Duration::from_millis(20)));
-        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout(b"7n"), Some(Duration::from_nanos(7)));
-        assert_eq!(parse_grpc_timeout(b"S"), None);
-        assert_eq!(parse_grpc_timeout(b"123456789S"), None);
-        assert_eq!(parse_grpc_timeout(b"1x"), None);
-        assert_eq!(parse_grpc_timeout(b""), None);
-    }
-
-    #[test]
-    fn find_scans_small_maps_and_hashes_large_ones() {
-        let mut headers = HeaderMap::new();
-        headers.insert("grpc-status", HeaderValue::from_static("5"));
-        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
-        assert!(find(&headers, &GRPC_MESSAGE).is_none());
-        headers.append("grpc-status", HeaderValue::from_static("6"));
-        headers.insert("grpc-message", HeaderValue::from_static("m"));
-        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5", "first value");
-        assert_eq!(find(&headers, &GRPC_MESSAGE).unwrap(), "m", "later entry");
-        for i in 0..20 {
-            let name = HeaderName::try_from(format!("x-{i}")).unwrap();
-            headers.insert(name, HeaderValue::from_static("v"));
-        }
-        assert_eq!(find(&headers, &GRPC_STATUS).unwrap(), "5");
-        assert!(find(&headers, &GRPC_TIMEOUT).is_none());
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode(b"no%20such%20echo"), "no such echo");
-        assert_eq!(percent_decode(b"100%"), "100%");
-        assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
-        assert_eq!(percent_decode(b"%E2%9C%93"), "\u{2713}");
-        assert_eq!(percent_decode(b"%FF"), "\u{FFFD}");
-    }
-
-    #[test]
-    fn classify_walks_sources() {
-        let status = tonic::Status::not_found("x");
-        assert_eq!(classify_error(&status), Code::NotFound);
-        assert_eq!(
-            classify_error(&tonic::TimeoutExpired(())),
-            Code::DeadlineExceeded
-        );
-        // A broken connection: `Unavailable`, as grpc-go (tonic: `Unknown`).
-        let io = std::io::Error::other("boom");
-        assert_eq!(classify_error(&io), Code::Unavailable);
-        let wrapped = tonic::Status::from_error(Box::new(std::io::Error::other("cut")));
-        assert_eq!(wrapped.code(), Code::Unknown, "tonic's own mapping");
-        assert_eq!(classify_error(&wrapped), Code::Unavailable);
-        let other: Box<dyn std::error::Error> = "not transport".into();
-        assert_eq!(classify_error(&*other), Code::Unknown);
-    }
-
-    #[test]
-    fn h2_reasons_map_as_tonic_maps_them() {
-        use h2::Reason;
-        for (reason, code) in [
-            (Reason::NO_ERROR, Code::Internal),
-            (Reason::PROTOCOL_ERROR, Code::Internal),
-            (Reason::REFUSED_STREAM, Code::Unavailable),
-            (Reason::CANCEL, Code::Cancelled),
-            (Reason::ENHANCE_YOUR_CALM, Code::ResourceExhausted),
-            (Reason::INADEQUATE_SECURITY, Code::PermissionDenied),
-        ] {
-            let error = h2::Error::from(reason);
-            let tonic_code = tonic::Status::from_error(Box::new(h2::Error::from(reason))).code();
-            assert_eq!(classify_error(&error), code, "{reason:?}");
-            assert_eq!(tonic_code, code, "{reason:?}: tonic agrees");
         }
     }
 }

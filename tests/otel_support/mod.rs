@@ -180,31 +180,15 @@ pub fn sdk_provider(exporter: InMemoryMetricExporter) -> SdkMeterProvider {
 /// One RPC's events through `handler` on `side`, as the layer delivers
 /// them (one message each way).
 pub fn drive_rpc(handler: &OtelMetrics, side: Side, method: &str, code: Code) {
-    let info = RpcInfo {
-        side,
-        method,
-        peer_addr: None,
-        local_addr: None,
-    };
+    let info = RpcInfo::new(side, method);
     let mut state = handler.tag_rpc(&info, None);
     let begin = Instant::now();
-    let payload = Payload {
-        length: 7,
-        wire_length: 12,
-        compressed: false,
-        time: None,
-    };
+    let payload = Payload::uncompressed(7);
     for event in [
         RpcEvent::Begin { time: begin },
         RpcEvent::InPayload(payload),
         RpcEvent::OutPayload(payload),
-        RpcEvent::End(End {
-            code,
-            message: "",
-            begin_time: begin,
-            end_time: Instant::now(),
-            error: None,
-        }),
+        RpcEvent::End(End::new(code, begin, Instant::now())),
     ] {
         handler.handle_rpc(&mut state, &event);
     }
