@@ -203,14 +203,13 @@ async fn mtls_refuses_a_client_without_a_trusted_certificate() {
     for tls in [certs.client_tls(), certs.client_tls().identity(untrusted)] {
         // TLS 1.3: the client may finish its handshake before the server
         // rejects it, so the refusal shows at connect or at the first RPC.
-        let outcome = match tls_endpoint(addr, tls).connect().await {
-            Err(_) => Err(Code::Unavailable),
-            Ok(channel) => echo(channel, "no").await.map_err(|s| s.code()),
+        let refused = match tls_endpoint(addr, tls).connect().await {
+            Err(_) => true,
+            Ok(channel) => echo(channel, "no").await.is_err(),
         };
-        let code = outcome.expect_err("refused");
         assert!(
-            matches!(code, Code::Unavailable | Code::Unknown),
-            "{code:?}"
+            refused,
+            "a client without a trusted certificate got through"
         );
     }
     assert!(recorder.seen().is_empty());
