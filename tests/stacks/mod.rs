@@ -10,9 +10,20 @@
 //!   `ServiceBuilder::new().layer(a).layer(b).into_inner()` stack), and
 //! - the accepted-connection stream `incoming` ([`Incoming`]: anything
 //!   `serve_with_incoming` takes, e.g. `support::bind().await.1`, a
-//!   [`uds::bind`] stream, or a layer's `incoming(..)` wrapping either),
+//!   [`uds::bind`] stream, or a layer's `incoming(..)` wrapping one),
 //!
 //! spawns the server on the current runtime and returns its task.
+//!
+//! | concern | server | client |
+//! |---|---|---|
+//! | plain gRPC | [`spawn_echo`], [`serve`] | `support::connect`, [`client`] |
+//! | axum beside gRPC | [`plain_http::spawn_grpc_and_axum`] | [`plain_http::http1`], [`plain_http::http2`] |
+//! | tonic-web | [`web::spawn_web_layer_outside`], [`web::spawn_web_layer_inside`] | [`web::web_unary`], [`web::web_call`] |
+//! | TLS, mTLS | [`tls::spawn_tls`] with [`tls::TestCerts`] | [`tls::tls_endpoint`] |
+//! | Unix sockets | [`uds::bind`] + any server helper | [`uds::channel`], [`uds::channel_with`] |
+//! | compression | [`compress::compressing_routes`] + [`serve`] | [`compress::compressing_client`], [`compress::echo_sized`] |
+//! | what is seen | [`record::RecordingEcho`], [`record::ProbeLayer`] | [`record::ProbeLayer`] |
+//! | junk | any | [`junk::h2_send`], [`junk::http1_raw`] |
 //! Client helpers return a `Channel` (or an `Endpoint` to connect), so a
 //! test wraps it with any client layer (`ServiceBuilder::new().layer(..)
 //! .service(channel)`, or [`client`]), or take a caller's connector.

@@ -1,9 +1,13 @@
 //! TLS and mTLS: certificates made at test time with rcgen (a CA, a server
 //! certificate for `127.0.0.1` / `localhost`, a client certificate signed
 //! by the CA), a tonic server with `ServerTlsConfig` on a caller's
-//! incoming stream (tonic wraps each accepted connection in TLS, so a
-//! handler sees `TlsConnectInfo<T::ConnectInfo>` and, for TCP,
-//! `peer_certs()`), and client endpoints with `ClientTlsConfig`.
+//! incoming stream, and client endpoints with `ClientTlsConfig`.
+//!
+//! tonic wraps each connection the incoming stream yields in TLS and puts
+//! both the IO's own `ConnectInfo` and `TlsConnectInfo<ConnectInfo>` in the
+//! request extensions; `peer_certs()` reads only
+//! `TlsConnectInfo<TcpConnectInfo>`, so it works only when the accepted IO
+//! is a plain `TcpStream` (TONIC-NOTES A10).
 
 use std::net::SocketAddr;
 
