@@ -206,27 +206,52 @@ pub struct End<'a> {
     /// The final status code: the code of the status the application saw,
     /// as grpc-go's `End.Error`.
     ///
-    /// - Client: the code tonic hands the caller, with h2/hyper errors
-    ///   mapped as tonic's `Status::from_error` maps them (a stream reset
-    ///   with `CANCEL` is `Cancelled`, GOAWAY `ENHANCE_YOUR_CALM`
-    ///   `ResourceExhausted`, a protocol error such as oversized response
-    ///   headers `Internal`), and malformed response framing as tonic's
-    ///   decoder reports it (flag other than 0/1 or a message cut short:
-    ///   `Internal`, also when `grpc-status: 0` follows; a length over the
-    ///   layer's limit: `OutOfRange`). Two cases follow grpc-go where
-    ///   tonic says otherwise: the call's own deadline passing is
-    ///   `DeadlineExceeded` (tonic: `Cancelled`, "Timeout expired"), and a
-    ///   connection that broke under the call is `Unavailable` (tonic:
-    ///   `Unknown`, "h2 protocol error").
+    /// - Client: the code tonic hands the caller.
+    ///   - A response without `grpc-status` (a proxy answering `503`, a
+    ///     load balancer's `404`): the code tonic maps its HTTP status to
+    ///     (`503`, `502`, `504`, `429`: `Unavailable`; `404`:
+    ///     `Unimplemented`; `401`: `Unauthenticated`; `403`:
+    ///     `PermissionDenied`; `400`: `Internal`; `200` and others:
+    ///     `Unknown`), with tonic's message in [`message`](Self::message).
+    ///   - A `grpc-status` in the response headers is the status, whatever
+    ///     body follows; a response compressed with an encoding the client
+    ///     does not accept is `Unimplemented`.
+    ///   - h2/hyper errors as tonic's `Status::from_error` maps them (a
+    ///     stream reset with `CANCEL` is `Cancelled`, GOAWAY
+    ///     `ENHANCE_YOUR_CALM` `ResourceExhausted`, a protocol error such
+    ///     as oversized response headers `Internal`).
+    ///   - A response message tonic's decoder refuses, as it reports it,
+    ///     also when `grpc-status: 0` follows: a flag other than 0/1, a
+    ///     message cut short, a compressed message without `grpc-encoding`
+    ///     or that does not decompress: `Internal`; a length over the
+    ///     layer's limit: `OutOfRange`; decompressed past the limit:
+    ///     `ResourceExhausted`.
+    ///   - What a tower layer cannot see: a well-framed message the
+    ///     client's codec cannot decode (not valid protobuf for the
+    ///     method). tonic hands the caller `Internal` and drops the
+    ///     response right after that message, exactly as a streaming
+    ///     caller that stops reading early does: `End` says `Cancelled`.
+    ///   - Two cases follow grpc-go where tonic says otherwise: the call's
+    ///     own deadline passing is `DeadlineExceeded` (tonic: `Cancelled`,
+    ///     "Timeout expired"), and a connection that broke under the call
+    ///     is `Unavailable` (tonic: `Unknown`, "h2 protocol error").
     /// - Server: the status sent to the client, unless the client reset the
     ///   stream (or the connection broke) first: then `Cancelled` (or the
     ///   code of that failure), whatever the handler answers afterwards.
+    ///   A service inside the layer that fails instead of answering (a
+    ///   tower layer such as `load_shed` or `timeout`) ends with what tonic
+    ///   sends for that error (its `RecoverError`: `ResourceExhausted` for
+    ///   load shedding, a status found in the error's source chain, ...),
+    ///   and `Internal` for any other error, on which hyper resets the
+    ///   stream and the client reads `Internal`.
     /// - Both: `Cancelled` when the call is dropped before its status is
     ///   known, and `DeadlineExceeded` instead of `Cancelled` once the
     ///   request's deadline (`grpc-timeout`) has passed.
     pub code: Code,
-    /// The status message from `grpc-message` (percent-decoded), empty when
-    /// there was none.
+    /// The status message: `grpc-message` (percent-decoded) when the status
+    /// came from the peer, the message tonic gives when the layer found the
+    /// status otherwise (a missing `grpc-status`, a service error); empty
+    /// when there was none.
     pub message: &'a str,
     /// When the RPC began.
     pub begin_time: Instant,

@@ -152,17 +152,22 @@ impl CombinedLayer<(), ClientSide> {
 }
 
 impl<H, K> CombinedLayer<H, K> {
-    /// Reports messages longer than `limit` bytes as a framing error in
-    /// [`End::error`](super::End::error) (and stops decoding that body's
-    /// framing; no payload event for it). The layer observes, it does not
-    /// enforce: tonic's own limits decide what the application sees.
+    /// Reports received messages longer than `limit` bytes as a framing
+    /// error in [`End::error`](super::End::error) (and stops decoding that
+    /// body's framing; no payload event for it), and compressed ones that
+    /// decompress to more than `limit` bytes as a compression error. The
+    /// limit applies to the messages this side receives only, as tonic's
+    /// does: messages it sends are counted whatever their size. The layer
+    /// observes, it does not enforce: tonic's own limits decide what the
+    /// application sees.
     ///
     /// The default is tonic's default decoding limit, 4 MiB
     /// ([`DEFAULT_MAX_MESSAGE_LEN`](super::frame::DEFAULT_MAX_MESSAGE_LEN)).
     /// Keep the two equal: if you raise tonic's limit
-    /// (`max_decoding_message_size`), raise this one to match, so that
-    /// messages tonic accepts are counted and a client call that tonic
-    /// fails for a too-long response ends `OutOfRange`, as its caller saw.
+    /// (`max_decoding_message_size` on the generated server or client),
+    /// raise this one to match, so that messages tonic accepts are counted
+    /// and a client call that tonic fails for a too-long response ends
+    /// `OutOfRange` (`ResourceExhausted` decompressed), as its caller saw.
     #[must_use]
     pub fn max_message_len(mut self, limit: u32) -> Self {
         self.max_message_len = limit;

@@ -22,7 +22,15 @@
 //!   events ([`StatsConnector`]; tonic's TCP defaults).
 //! - Connections: both sides emit [`ConnEvent`]s and make each
 //!   connection's handler states and addresses visible to its RPCs
-//!   ([`StatsHandler::tag_rpc`], [`RpcInfo::peer_addr`]).
+//!   ([`StatsHandler::tag_rpc`], [`RpcInfo::peer_addr`]). The connection
+//!   wrappers keep tonic's connection info as it is (`remote_addr()`,
+//!   `peer_certs()` behind TLS, `UdsConnectInfo`), for the handlers and
+//!   every other layer.
+//! - Only gRPC is observed: a request whose `content-type` is not
+//!   `application/grpc` (`+subtype`, `;params`) passes through untouched,
+//!   with no event: axum routes on the same server, health probes,
+//!   grpc-web seen outside tonic-web's `GrpcWebLayer` (put the stats layer
+//!   inside it to measure grpc-web calls).
 //! - The side is in the type: a server layer over a `Channel` or a client
 //!   layer on a server does not compile ([`ClientTransport`]).
 //! - Ready-made handlers: gRPC's OpenTelemetry plugin in `otel` (feature
@@ -231,10 +239,13 @@ pub trait StatsHandler: Send + Sync + 'static {
 
     /// Creates the per-RPC state. `conn` is this handler's state for the
     /// RPC's connection: on the server when it is served from the layer's
-    /// [`StatsIncoming`] (`layer.incoming_tcp(..)`), on the client when the
-    /// channel was built with the layer's [`StatsConnector`]
-    /// (`layer.connector()`) and a connection is open as the RPC begins
-    /// (see [`CombinedLayer::connector_with`]).
+    /// [`StatsIncoming`] (`layer.incoming_tcp(..)`, TCP with or without
+    /// TLS, and Unix sockets), on the client when the channel was built
+    /// with the layer's [`StatsConnector`] (`layer.connector()`) and a
+    /// connection is open as the RPC begins (see
+    /// [`CombinedLayer::connector_with`]). A server layer whose handlers'
+    /// `ConnState` is zero-sized (carries nothing) does not look the
+    /// connection up: `conn` is then `None`.
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         let _ = (info, conn);
         Self::RpcState::default()
