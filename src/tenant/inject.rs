@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use tonic::metadata::MetadataMap;
 
-use crate::metadata::OutgoingMetadata;
+use crate::metadata::{ClaimedHeaderConflict, ClaimedHeaders, OutgoingMetadata};
 
 use super::error::InjectError;
 use super::extract::{ORG_ID_HEADER, ORG_ID_HEADER_NAME};
@@ -118,7 +118,7 @@ fn inject_into_headers(headers: &mut HeaderMap, value: &HeaderValue) -> Result<(
 
 /// [`needs_insert`] for a request about to be sent, whose org ids are
 /// those in its `headers` followed by those of the outgoing-metadata chain
-/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) will
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) would
 /// add: the one attached to its `extensions`, else the task's current one
 /// (dskit's `InjectIntoGRPCRequest` reads `metadata.FromOutgoingContext`,
 /// appended pairs included). Below that layer the chain is already in the
@@ -144,7 +144,7 @@ fn needs_insert_before_send(
 /// [`needs_insert_before_send`]): the value goes into its headers only if
 /// neither they nor the pending chain carry an org id.
 #[inline]
-pub(crate) fn inject_into_request<B>(
+fn inject_into_request<B>(
     request: &mut http::Request<B>,
     value: &HeaderValue,
 ) -> Result<(), InjectError> {
@@ -152,6 +152,56 @@ pub(crate) fn inject_into_request<B>(
         add_org_id(request.headers_mut(), value);
     }
     Ok(())
+}
+
+/// What [`SetOrgId`](super::SetOrgId) does to each request: judges the
+/// org ids in its headers only (absent: `value` is added; the same: nothing
+/// changes; a different one or several: the error, nothing changed), then,
+/// if an outgoing-metadata chain is pending (attached or in scope), claims
+/// the header ([`ClaimedHeaders`]) so that an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) below
+/// judges the chain's ids against it when it writes them. Without a
+/// pending chain nothing is claimed and nothing is allocated.
+#[inline]
+pub(crate) fn stamp_into_request<B>(
+    request: &mut http::Request<B>,
+    value: &HeaderValue,
+) -> Result<(), InjectError> {
+    inject_into_headers(request.headers_mut(), value)?;
+    if OutgoingMetadata::is_pending(request.extensions()) {
+        claim_org_id(request.extensions_mut(), value);
+    }
+    Ok(())
+}
+
+/// Claims `x-scope-orgid: value`, which the request's headers now carry.
+#[inline(never)]
+fn claim_org_id(extensions: &mut http::Extensions, value: &HeaderValue) {
+    ClaimedHeaders::claim(extensions, ORG_ID_HEADER_NAME, value.clone());
+}
+
+/// The [`InjectError`] that a refusal by an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) below
+/// means when the claimed header it names is the org id: the chain
+/// carries a different org id (`present`), or several. `None` for any
+/// other error.
+pub(crate) fn inject_error_of_claim_conflict(
+    conflict: &ClaimedHeaderConflict,
+) -> Option<InjectError> {
+    if conflict.header() != ORG_ID_HEADER {
+        return None;
+    }
+    match conflict {
+        ClaimedHeaderConflict::DifferentValue {
+            claimed, outgoing, ..
+        } => Some(InjectError::DifferentOrgIdPresent {
+            present: outgoing.clone(),
+            injected: claimed.clone(),
+        }),
+        ClaimedHeaderConflict::SeveralValues { count, .. } => {
+            Some(InjectError::TooManyHeaders { count: *count })
+        }
+    }
 }
 
 /// The chain is persistent: injecting replaces `self` with a handle that
