@@ -17,9 +17,13 @@ use super::tenant_ids::TenantIds;
 /// carries the same id, nothing changes; a different id is
 /// [`InjectError::DifferentOrgIdPresent`]; several ids are
 /// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
-/// For a request, the ids already present include those of the
-/// outgoing-metadata chain that will be sent with it (see the
-/// `tonic::Request` impl).
+/// What counts as already present depends on the target: a map's own
+/// values; for a `tonic::Request` or `http::Request`, its headers *and*
+/// the outgoing-metadata chain pending for it (see the `tonic::Request`
+/// impl), because the request is meant to go through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer),
+/// which sends that chain. ([`SetOrgIdLayer`](super::SetOrgIdLayer) judges
+/// differently: the headers only, leaving the chain to that layer.)
 ///
 /// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
 /// `tonic::Request<T>`, `http::Request<B>` and the
@@ -244,13 +248,21 @@ impl InjectOrgId for MetadataMap {
     }
 }
 
-/// The request's own metadata and the outgoing-metadata chain that will be
-/// sent with it (attached with
+/// Judged on the request's own metadata and the outgoing-metadata chain
+/// pending for it, counted together: the chain attached with
 /// [`set_outgoing_metadata`](crate::metadata::OutgoingMetadataExt::set_outgoing_metadata),
-/// else the task's [`scope`](OutgoingMetadata::scope) at the time of the
-/// call) count together, as dskit's `InjectIntoGRPCRequest` counts
-/// appended pairs: an id the chain already carries is not added again, a
-/// different one is refused. The id goes into the request's metadata.
+/// else the task's current [`scope`](OutgoingMetadata::scope) at the time
+/// of this call (not at send time). So an id the chain already carries is
+/// not added again, and a different one, or several in all, is refused, as
+/// dskit's `InjectIntoGRPCRequest` counts the pairs appended to the
+/// outgoing context. The id, when added, goes into the request's metadata.
+///
+/// That is what is sent when the request goes through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer), which
+/// writes the chain. A client without one never sends the chain, and an id
+/// found only there would not be sent either: inject into the request's
+/// metadata map instead (`request.metadata_mut().inject_org_id(..)`), which
+/// judges the metadata alone.
 ///
 /// ```
 /// use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt};
@@ -273,8 +285,11 @@ impl<T> InjectOrgId for tonic::Request<T> {
     }
 }
 
-/// As for `tonic::Request`: the headers and the chain that will be sent
-/// with the request (attached, else in scope) count together.
+/// As for `tonic::Request`: the headers and the chain pending for the
+/// request (attached, else in the task's scope at the time of this call)
+/// count together; for a request that goes through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer).
+/// Inject into `request.headers_mut()` to judge the headers alone.
 impl<B> InjectOrgId for http::Request<B> {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
         inject_into_request(self, value)
