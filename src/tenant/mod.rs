@@ -76,11 +76,13 @@
 mod body;
 mod client;
 mod error;
+mod exempt;
 mod extract;
 mod future;
 mod inject;
 mod layer;
 mod org_id;
+mod refusal;
 mod request_ext;
 mod tenant_ids;
 mod validate;
