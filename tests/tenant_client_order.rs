@@ -69,7 +69,8 @@ async fn server() -> (Channel, Seen) {
 
 type Client = EchoClient<BoxCloneService<http::Request<Body>, http::Response<Body>, BoxError>>;
 
-/// The two client layer orders.
+/// The two client layer orders, and `SetOrgIdLayer` without the metadata
+/// layer.
 #[derive(Debug, Clone, Copy)]
 enum Order {
     /// `SetOrgIdLayer` outside `OutgoingMetadataLayer` (the README's order).
@@ -78,7 +79,7 @@ enum Order {
     SetOrgIdInside,
     /// `SetOrgIdLayer` alone: no `OutgoingMetadataLayer`, so no chain is
     /// sent.
-    SetOrgIdOnly,
+    NoMetadataLayer,
 }
 
 fn client(channel: Channel, order: Order) -> Client {
@@ -96,7 +97,7 @@ fn client(channel: Channel, order: Order) -> Client {
                 .layer(set)
                 .service(channel),
         ),
-        Order::SetOrgIdOnly => BoxCloneService::new(set.layer(channel)),
+        Order::NoMetadataLayer => BoxCloneService::new(set.layer(channel)),
     };
     EchoClient::new(service)
 }
@@ -311,7 +312,7 @@ async fn injecting_into_a_request_counts_its_chain() {
 #[tokio::test]
 async fn without_the_metadata_layer_the_stamped_id_is_sent_whatever_the_chain_carries() {
     let (channel, seen) = server().await;
-    let mut client = client(channel, Order::SetOrgIdOnly);
+    let mut client = client(channel, Order::NoMetadataLayer);
     let chains: [&[&str]; 4] = [&[STAMPED], &["other"], &[STAMPED, "other"], &[]];
     for carrier in CARRIERS {
         for ids in chains {
@@ -334,7 +335,7 @@ async fn without_the_metadata_layer_the_stamped_id_is_sent_whatever_the_chain_ca
 #[tokio::test]
 async fn without_the_metadata_layer_the_request_metadata_is_judged() {
     let (channel, seen) = server().await;
-    let mut client = client(channel, Order::SetOrgIdOnly);
+    let mut client = client(channel, Order::NoMetadataLayer);
     for (own, chain_ids) in [(STAMPED, &["other"][..]), (STAMPED, &[STAMPED])] {
         seen.lock().unwrap().clear();
         let mut request = request();

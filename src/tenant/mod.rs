@@ -20,8 +20,10 @@
 //! # Server
 //!
 //! [`RequireOrgIdLayer`] answers a missing id with `UNAUTHENTICATED` and an
-//! invalid one with `INVALID_ARGUMENT` without calling the service; a valid
-//! id reaches the handler through [`OrgIdRequestExt`]:
+//! invalid one with `INVALID_ARGUMENT` without calling the service (a plain
+//! HTTP request served beside gRPC gets dskit's `401 Unauthorized` with the
+//! error's text instead); a valid id reaches the handler through
+//! [`OrgIdRequestExt`]:
 //!
 //! ```no_run
 //! use tonic::{Request, Status};
