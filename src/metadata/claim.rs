@@ -33,20 +33,37 @@ use super::error::ClaimedHeaderConflict;
 ///
 /// ```
 /// use http::{HeaderName, HeaderValue};
-/// use tonic_hotpath::metadata::{ClaimedHeaders, OutgoingMetadata};
+/// use tonic_hotpath::metadata::{ClaimedHeaders, OutgoingMetadata, OutgoingMetadataLayer};
+/// use tower::{Layer, Service, ServiceExt, service_fn};
 ///
-/// let name = HeaderName::from_static("x-route");
-/// let value = HeaderValue::from_static("eu");
-/// let mut request = http::Request::new(());
-/// request.headers_mut().insert(name.clone(), value.clone());
-/// ClaimedHeaders::claim(request.extensions_mut(), name.clone(), value);
-/// // The chain sent below: the same `x-route` is not written again.
-/// request
-///     .extensions_mut()
-///     .insert(OutgoingMetadata::new().append_static("x-route", "eu")?);
-/// let claims = request.extensions().get::<ClaimedHeaders>().unwrap();
-/// assert_eq!(claims.get(&name).unwrap(), "eu");
-/// # Ok::<(), tonic_hotpath::metadata::MetadataError>(())
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// // Below the metadata layer: how many `x-route` values would be sent.
+/// let send = service_fn(|request: http::Request<()>| async move {
+///     Ok::<_, std::convert::Infallible>(request.headers().get_all("x-route").iter().count())
+/// });
+/// let mut service = OutgoingMetadataLayer::new().layer(send);
+///
+/// // A layer above set `x-route: eu` and claimed it; the chain carries `chained`.
+/// let request = |chained: &'static str| {
+///     let (name, value) = (HeaderName::from_static("x-route"), HeaderValue::from_static("eu"));
+///     let mut request = http::Request::new(());
+///     request.headers_mut().insert(name.clone(), value.clone());
+///     ClaimedHeaders::claim(request.extensions_mut(), name, value);
+///     let chain = OutgoingMetadata::new().append_static("x-route", chained).unwrap();
+///     request.extensions_mut().insert(chain);
+///     request
+/// };
+/// assert_eq!(service.ready().await?.call(request("eu")).await?, 1); // sent once
+/// let refused = service.ready().await?.call(request("us")).await.unwrap_err();
+/// let status = refused.downcast::<tonic::Status>().unwrap();
+/// assert_eq!(status.code(), tonic::Code::InvalidArgument);
+/// assert_eq!(
+///     status.message(),
+///     "outgoing metadata sets x-route to 'us', but a layer above set it to 'eu'; \
+///      the request was not sent"
+/// );
+/// # Ok::<(), tower::BoxError>(())
+/// # }).unwrap();
 /// ```
 ///
 /// Claiming costs one allocation (the extension's box) the first time on a

@@ -22,7 +22,8 @@ use super::tenant_ids::TenantIds;
 /// - missing → `UNAUTHENTICATED`; several headers, an invalid id, or several
 ///   tenants while multi-tenant ids are refused → `INVALID_ARGUMENT`. Each is
 ///   a trailers-only gRPC response ([`Status::into_http`](tonic::Status::into_http)) and the inner
-///   service is not called.
+///   service is not called. (A plain HTTP request gets a `401` instead: see
+///   [Plain HTTP beside gRPC](#plain-http-beside-grpc).)
 /// - valid → the request's [`TenantIds`] go into its extensions; handlers
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
 ///
