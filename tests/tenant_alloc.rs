@@ -145,12 +145,14 @@ where
     count
 }
 
-/// `SetOrgIdLayer` reading the pending chain's org ids (attached, or in the
-/// task's scope, which `OutgoingMetadataLayer` hides from the layers below
-/// it) adds no allocation over `OutgoingMetadataLayer` alone, in either
-/// order.
+/// `SetOrgIdLayer` judges the request's headers only. Above an
+/// `OutgoingMetadataLayer`, with a chain pending (attached, or in the
+/// task's scope), it claims the org id it checked: one allocation (the
+/// claim's extension box), and the metadata layer judging the chain against
+/// the claim adds none. Below it (the chain already in the headers, the
+/// scope hidden) it claims nothing and adds no allocation.
 #[test]
-fn the_client_layers_add_no_allocation_in_either_order() {
+fn the_client_layers_add_one_allocation_for_the_claim_above_and_none_below() {
     let no_op = NoOp::new();
     let id = OrgId::new("team-a").unwrap();
     let chain = OutgoingMetadata::new()
@@ -175,7 +177,7 @@ fn the_client_layers_add_no_allocation_in_either_order() {
         let base = allocations_of_client_call(&mut metadata_only, attached);
         let outside = allocations_of_client_call(&mut set_outside, attached);
         let inside = allocations_of_client_call(&mut set_inside, attached);
-        assert_eq!((outside, inside), (base, base), "attached chain");
+        assert_eq!((outside, inside), (base + 1, base), "attached chain");
 
         let scoped = chain.clone().sync_scope(|| {
             [
@@ -184,7 +186,49 @@ fn the_client_layers_add_no_allocation_in_either_order() {
                 allocations_of_client_call(&mut set_inside, None),
             ]
         });
-        assert_eq!(scoped, [scoped[0]; 3], "chain in scope");
+        assert_eq!(
+            scoped,
+            [scoped[0], scoped[0] + 1, scoped[0]],
+            "chain in scope"
+        );
+        no_op.clear();
+    }
+}
+
+/// With no chain pending, `SetOrgIdLayer` claims nothing: alone, or above
+/// or below an `OutgoingMetadataLayer`, it adds no allocation.
+#[test]
+fn without_a_chain_the_org_id_layer_adds_no_allocation() {
+    let no_op = NoOp::new();
+    let id = OrgId::new("team-a").unwrap();
+    let mut bare = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .service(no_op.clone());
+    let mut metadata_only = ServiceBuilder::new()
+        .layer(OutgoingMetadataLayer::new())
+        .map_err(BoxError::from)
+        .service(no_op.clone());
+    let mut set_alone = SetOrgIdLayer::new(id.clone()).layer(no_op.clone());
+    let mut set_outside = ServiceBuilder::new()
+        .layer(SetOrgIdLayer::new(id.clone()))
+        .layer(OutgoingMetadataLayer::new())
+        .service(no_op.clone());
+    let mut set_inside = ServiceBuilder::new()
+        .layer(OutgoingMetadataLayer::new())
+        .layer(SetOrgIdLayer::new(id))
+        .service(no_op.clone());
+    for _ in 0..3 {
+        let without = allocations_of_client_call(&mut bare, None);
+        let alone = allocations_of_client_call(&mut set_alone, None);
+        assert_eq!(alone, without, "SetOrgIdLayer alone");
+        let base = allocations_of_client_call(&mut metadata_only, None);
+        let outside = allocations_of_client_call(&mut set_outside, None);
+        let inside = allocations_of_client_call(&mut set_inside, None);
+        assert_eq!(
+            (outside, inside),
+            (base, base),
+            "with OutgoingMetadataLayer"
+        );
         no_op.clear();
     }
 }

@@ -2,7 +2,9 @@
 //! tonic client and server on 127.0.0.1: whatever the order, and whether the
 //! chain rides the request or the task-local scope, the same org id reaches
 //! the server once, and a different one is refused on the client and never
-//! sent (issue #12, item 1).
+//! sent (issue #12, item 1). Without `OutgoingMetadataLayer` the chain is
+//! never sent, so it neither counts nor travels: the stamped id is sent
+//! (issue #18, item 8).
 #![cfg(feature = "grpc")]
 
 mod support;
@@ -16,7 +18,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
 use tonic_hotpath::tenant::{InjectError, InjectOrgId, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::util::BoxCloneService;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, ServiceBuilder};
 
 /// The id the client layer stamps.
 const STAMPED: &str = "stamped";
@@ -67,13 +69,17 @@ async fn server() -> (Channel, Seen) {
 
 type Client = EchoClient<BoxCloneService<http::Request<Body>, http::Response<Body>, BoxError>>;
 
-/// The two client layer orders.
+/// The two client layer orders, and `SetOrgIdLayer` without the metadata
+/// layer.
 #[derive(Debug, Clone, Copy)]
 enum Order {
     /// `SetOrgIdLayer` outside `OutgoingMetadataLayer` (the README's order).
     SetOrgIdOutside,
     /// `SetOrgIdLayer` inside (below) `OutgoingMetadataLayer`.
     SetOrgIdInside,
+    /// `SetOrgIdLayer` alone: no `OutgoingMetadataLayer`, so no chain is
+    /// sent.
+    NoMetadataLayer,
 }
 
 fn client(channel: Channel, order: Order) -> Client {
@@ -91,6 +97,7 @@ fn client(channel: Channel, order: Order) -> Client {
                 .layer(set)
                 .service(channel),
         ),
+        Order::NoMetadataLayer => BoxCloneService::new(set.layer(channel)),
     };
     EchoClient::new(service)
 }
@@ -296,4 +303,94 @@ async fn injecting_into_a_request_counts_its_chain() {
 
     let each_once = vec![vec![STAMPED.to_owned()]; 3];
     assert_eq!(*seen.lock().unwrap(), each_once);
+}
+
+/// No `OutgoingMetadataLayer`: the chain, attached or in scope, is never
+/// sent, so whatever org ids it carries (the stamped one, another, both,
+/// none) the call is not refused and the server receives the stamped id
+/// exactly once.
+#[tokio::test]
+async fn without_the_metadata_layer_the_stamped_id_is_sent_whatever_the_chain_carries() {
+    let (channel, seen) = server().await;
+    let mut client = client(channel, Order::NoMetadataLayer);
+    let chains: [&[&str]; 4] = [&[STAMPED], &["other"], &[STAMPED, "other"], &[]];
+    for carrier in CARRIERS {
+        for ids in chains {
+            seen.lock().unwrap().clear();
+            let answer = call(&mut client, chain(ids), carrier).await;
+            let case = format!("{carrier:?}, chain ids {ids:?}");
+            assert_eq!(
+                answer.map_err(|s| s.code()),
+                Ok(STAMPED.to_owned()),
+                "{case}"
+            );
+            assert_eq!(*seen.lock().unwrap(), [vec![STAMPED.to_owned()]], "{case}");
+        }
+    }
+}
+
+/// Without `OutgoingMetadataLayer` the rule is still judged on what is
+/// sent, the request's own metadata: the same id passes once, a different
+/// one is refused on the client, whatever the chain carries.
+#[tokio::test]
+async fn without_the_metadata_layer_the_request_metadata_is_judged() {
+    let (channel, seen) = server().await;
+    let mut client = client(channel, Order::NoMetadataLayer);
+    for (own, chain_ids) in [(STAMPED, &["other"][..]), (STAMPED, &[STAMPED])] {
+        seen.lock().unwrap().clear();
+        let mut request = request();
+        request
+            .metadata_mut()
+            .insert("x-scope-orgid", own.parse().unwrap());
+        request.set_outgoing_metadata(chain(chain_ids));
+        let answer = client.unary_echo(request).await.unwrap().into_inner();
+        assert_eq!(answer.message, STAMPED);
+        assert_eq!(*seen.lock().unwrap(), [vec![STAMPED.to_owned()]]);
+    }
+    seen.lock().unwrap().clear();
+    let mut request = request();
+    request
+        .metadata_mut()
+        .insert("x-scope-orgid", "other".parse().unwrap());
+    let status = chain(&[STAMPED])
+        .scope(client.unary_echo(request))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        inject_error(&status),
+        InjectError::DifferentOrgIdPresent {
+            present: "other".into(),
+            injected: STAMPED.into(),
+        }
+    );
+    assert!(seen.lock().unwrap().is_empty(), "the server saw a request");
+}
+
+/// `SetOrgIdLayer` above `OutgoingMetadataLayer`, the request's own
+/// metadata carrying the stamped id and the chain too: the claim covers
+/// the header whoever set it, so the id is sent once.
+#[tokio::test]
+async fn above_the_metadata_layer_an_id_in_the_request_and_the_chain_is_sent_once() {
+    let (channel, seen) = server().await;
+    let mut client = client(channel, Order::SetOrgIdOutside);
+    for carrier in CARRIERS {
+        seen.lock().unwrap().clear();
+        let mut own = request();
+        own.metadata_mut()
+            .insert("x-scope-orgid", STAMPED.parse().unwrap());
+        let answer = match carrier {
+            Carrier::Request => {
+                own.set_outgoing_metadata(chain(&[STAMPED]));
+                client.unary_echo(own).await
+            }
+            Carrier::Scope => chain(&[STAMPED]).scope(client.unary_echo(own)).await,
+        };
+        assert_eq!(answer.unwrap().into_inner().message, STAMPED, "{carrier:?}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [vec![STAMPED.to_owned()]],
+            "{carrier:?}"
+        );
+    }
 }

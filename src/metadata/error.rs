@@ -160,3 +160,107 @@ impl fmt::Display for MetadataError {
 }
 
 impl Error for MetadataError {}
+
+/// Why [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer) refused to
+/// send a request: its outgoing metadata chain disagrees with a header that
+/// a layer above had set and [claimed](super::ClaimedHeaders).
+///
+/// The request is not sent; the caller gets `INVALID_ARGUMENT` with this
+/// error as the status's source. The message names the header and both
+/// values (a value marked sensitive with `HeaderValue::set_sensitive`, or
+/// any value of a header whose claimed value is, shows as `<sensitive>`).
+///
+/// ```
+/// use tonic_hotpath::metadata::ClaimedHeaderConflict;
+///
+/// let conflict = ClaimedHeaderConflict::DifferentValue {
+///     header: "x-scope-orgid".into(),
+///     claimed: "acme".into(),
+///     outgoing: "other".into(),
+/// };
+/// assert_eq!(
+///     conflict.to_string(),
+///     "outgoing metadata sets x-scope-orgid to 'other', but a layer above set it to 'acme'; \
+///      the request was not sent"
+/// );
+/// let status = tonic::Status::from(conflict.clone());
+/// assert_eq!(status.code(), tonic::Code::InvalidArgument);
+/// let source = std::error::Error::source(&status).unwrap();
+/// assert_eq!(source.downcast_ref::<ClaimedHeaderConflict>(), Some(&conflict));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimedHeaderConflict {
+    /// The chain carries one value for the claimed header, a different one.
+    DifferentValue {
+        /// The header's name.
+        header: String,
+        /// The value the layer above set and claimed.
+        claimed: String,
+        /// The value the chain carries.
+        outgoing: String,
+    },
+    /// The chain carries several values for the claimed header (one of
+    /// them may be the claimed value).
+    SeveralValues {
+        /// The header's name.
+        header: String,
+        /// The value the layer above set and claimed.
+        claimed: String,
+        /// How many values the chain carries for it.
+        count: usize,
+    },
+}
+
+impl ClaimedHeaderConflict {
+    /// The name of the claimed header.
+    pub fn header(&self) -> &str {
+        match self {
+            Self::DifferentValue { header, .. } | Self::SeveralValues { header, .. } => header,
+        }
+    }
+
+    /// The value the layer above set and claimed.
+    pub fn claimed(&self) -> &str {
+        match self {
+            Self::DifferentValue { claimed, .. } | Self::SeveralValues { claimed, .. } => claimed,
+        }
+    }
+}
+
+impl fmt::Display for ClaimedHeaderConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DifferentValue {
+                header,
+                claimed,
+                outgoing,
+            } => write!(
+                f,
+                "outgoing metadata sets {header} to '{outgoing}', but a layer above set it to \
+                 '{claimed}'; the request was not sent"
+            ),
+            Self::SeveralValues {
+                header,
+                claimed,
+                count,
+            } => write!(
+                f,
+                "outgoing metadata sets {header} {count} times, but a layer above set it once, \
+                 to '{claimed}'; the request was not sent"
+            ),
+        }
+    }
+}
+
+impl Error for ClaimedHeaderConflict {}
+
+impl From<ClaimedHeaderConflict> for tonic::Status {
+    /// `INVALID_ARGUMENT` with the conflict's message and the conflict as
+    /// source.
+    fn from(conflict: ClaimedHeaderConflict) -> Self {
+        let mut status = tonic::Status::invalid_argument(conflict.to_string());
+        status.set_source(std::sync::Arc::new(conflict));
+        status
+    }
+}

@@ -6,9 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
+use tonic::Status;
 use tower::{BoxError, Layer, Service};
 
-use super::{MetadataError, OutgoingMetadata};
+use super::{ClaimedHeaders, OutgoingMetadata};
 
 /// A tower layer for the client side (over a tonic `Channel`, under the
 /// generated client) that sends an [`OutgoingMetadata`] chain with each
@@ -20,15 +21,22 @@ use super::{MetadataError, OutgoingMetadata};
 /// request headers in FIFO order, after any metadata set on the
 /// `tonic::Request` directly; a request with no chain passes untouched.
 ///
+/// Headers a layer above has set and [claimed](ClaimedHeaders) (as
+/// [`SetOrgIdLayer`](crate::tenant::SetOrgIdLayer) claims the org id it
+/// stamps) are judged before anything is written: a chain entry that
+/// repeats a claimed header's value is not written again (the header is
+/// sent once), and a chain carrying a different value for it, or several
+/// values, is refused with `INVALID_ARGUMENT` and the request is not sent.
+/// A request without claims costs one extensions lookup more (none at all
+/// when it has no chain to write).
+///
 /// Below this layer the chain is in the request headers and nowhere else:
-/// the layer takes it out of the extensions, and while it calls the inner
-/// service the task's current chain is an empty one (the scope is hidden
-/// for that synchronous call, not for the response future). So a layer
-/// stacked under it sees each pair once, in the headers, and a layer
-/// stacked over it sees the chain still pending (extensions or scope) and
-/// none of it in the headers. That is what lets
-/// [`SetOrgIdLayer`](crate::tenant::SetOrgIdLayer) sit on either side of
-/// it and still send one org id: see its docs.
+/// the layer takes it (and the claims) out of the extensions, and while it
+/// calls the inner service the task's current chain is an empty one (the
+/// scope is hidden for that synchronous call, not for the response
+/// future). So a layer stacked under it sees each pair once, in the
+/// headers, and a layer stacked over it sees the chain still pending
+/// (extensions or scope) and none of it in the headers.
 ///
 /// ```
 /// use tonic_hotpath::metadata::OutgoingMetadataLayer;
@@ -109,9 +117,9 @@ where
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let attached = request.extensions_mut().remove::<OutgoingMetadata>();
         let written = match attached {
-            Some(metadata) => metadata.write_to(request.headers_mut()),
+            Some(metadata) => write_chain(&metadata, &mut request),
             None => OutgoingMetadata::with_current_borrowed(|metadata| {
-                metadata.write_to(request.headers_mut())
+                write_chain(metadata, &mut request)
             })
             .unwrap_or(Ok(())),
         };
@@ -130,10 +138,53 @@ where
     }
 }
 
+/// Writes `chain` into the request's headers, judged against the headers
+/// a layer above has [claimed](ClaimedHeaders) (taken out of the
+/// extensions with the chain). An empty chain is not written and the
+/// claims are not looked for; a request without claims costs one
+/// extensions lookup more than a plain [`OutgoingMetadata::write_to`].
+#[inline]
+fn write_chain<B>(
+    chain: &OutgoingMetadata,
+    request: &mut http::Request<B>,
+) -> Result<(), BoxError> {
+    if chain.is_empty() {
+        return Ok(());
+    }
+    match request.extensions_mut().remove::<ClaimedHeaders>() {
+        None => chain
+            .write_to(request.headers_mut())
+            .map_err(BoxError::from),
+        Some(claims) => write_judged(chain, request.headers_mut(), &claims),
+    }
+}
+
+/// Writes `chain` into `headers` if it agrees with `claims`: its entries of
+/// a claimed name, which repeat the claimed value, are left out. A
+/// conflict is `INVALID_ARGUMENT` with the
+/// [`ClaimedHeaderConflict`](super::ClaimedHeaderConflict) as the
+/// status's source, and nothing is written.
+#[inline(never)]
+fn write_judged(
+    chain: &OutgoingMetadata,
+    headers: &mut http::HeaderMap,
+    claims: &ClaimedHeaders,
+) -> Result<(), BoxError> {
+    let written = match claims.judge(chain) {
+        Ok(false) => chain.write_to(headers),
+        Ok(true) => chain.write_unclaimed_to(headers, claims),
+        Err(conflict) => return Err(Box::new(Status::from(conflict))),
+    };
+    written.map_err(BoxError::from)
+}
+
 pin_project! {
     /// The response future of [`OutgoingMetadataService`]: the inner
     /// service's future, or the error that stopped the request from being
-    /// sent (its headers could not take the chain).
+    /// sent: its headers could not take the chain (the [`MetadataError`](super::MetadataError)
+    /// itself), or the chain disagrees with a claimed header (a
+    /// `tonic::Status`, `INVALID_ARGUMENT`, with the
+    /// [`ClaimedHeaderConflict`](super::ClaimedHeaderConflict) as its source).
     #[derive(Debug)]
     pub struct ResponseFuture<F> {
         #[pin]
@@ -146,7 +197,7 @@ pin_project! {
     #[derive(Debug)]
     enum State<F> {
         Sent { #[pin] future: F },
-        Refused { error: Option<MetadataError> },
+        Refused { error: Option<BoxError> },
     }
 }
 
@@ -157,7 +208,7 @@ impl<F> ResponseFuture<F> {
         }
     }
 
-    fn refused(error: MetadataError) -> Self {
+    fn refused(error: BoxError) -> Self {
         Self {
             state: State::Refused { error: Some(error) },
         }
@@ -177,7 +228,7 @@ where
             // After the error was taken the future is complete; staying
             // pending is allowed and cannot panic.
             StateProj::Refused { error } => match error.take() {
-                Some(error) => Poll::Ready(Err(Box::new(error))),
+                Some(error) => Poll::Ready(Err(error)),
                 None => Poll::Pending,
             },
         }

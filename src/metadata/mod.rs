@@ -49,12 +49,14 @@
 
 mod base;
 pub(crate) mod base64;
+mod claim;
 mod delta;
 mod error;
 mod key;
 mod layer;
 mod scope;
 mod static_pair;
+mod write;
 
 use std::fmt;
 use std::sync::Arc;
@@ -63,9 +65,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::metadata::MetadataMap;
 
+pub use claim::ClaimedHeaders;
 use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
-pub use error::MetadataError;
+pub use error::{ClaimedHeaderConflict, MetadataError};
 pub use key::MetadataEntry;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService, ResponseFuture};
 pub use scope::OutgoingMetadataExt;
@@ -416,72 +419,6 @@ impl OutgoingMetadata {
             node = current.parent();
         }
         (oldest, count)
-    }
-
-    /// Writes every entry into `headers` in FIFO order with
-    /// `HeaderMap::append` (existing headers are kept). Values are shared,
-    /// not copied; no intermediate map is built. This is what
-    /// [`OutgoingMetadataLayer`] does at send time.
-    ///
-    /// Into a fresh map (`HeaderMap::new()`), a base map is copied whole
-    /// rather than re-inserted; into a map with room for the whole chain
-    /// (`with_capacity`), nothing is allocated; into any other map (a
-    /// request's headers have room for 6, 2 of them taken by `te` and
-    /// `content-type`), room for the whole chain is reserved once, before
-    /// the first entry goes in.
-    ///
-    /// Fails with [`MetadataError::HeadersFull`], having written
-    /// nothing, if `headers` cannot take that many more entries.
-    pub fn write_to(&self, headers: &mut HeaderMap) -> Result<(), MetadataError> {
-        let Some(head) = self.head() else {
-            return Ok(());
-        };
-        let existing = headers.len();
-        let headers_full = || MetadataError::HeadersFull {
-            existing,
-            adding: head.len(),
-        };
-        // Into a fresh map (nothing allocated yet) a base is copied tables
-        // and all, about a third faster than re-hashing its entries.
-        // (A request's headers always have room: no walk to the root.)
-        let fresh_base = match headers.capacity() {
-            0 => head.root().base(),
-            _ => None,
-        };
-        let base_copied = match fresh_base {
-            Some(base) => {
-                headers.clone_from(base);
-                true
-            }
-            None => false,
-        };
-        let pending = if base_copied {
-            head.len() - headers.len()
-        } else {
-            head.len()
-        };
-        if headers.try_reserve(pending).is_err() {
-            if base_copied {
-                headers.clear();
-            }
-            return Err(headers_full());
-        }
-        // Names go in by reference: `HeaderMap` clones one straight into
-        // its new entry, where a clone passed by value is first moved
-        // through the stack (a quarter of a 50-entry write).
-        let mut full = false;
-        let mut append = |name: &HeaderName, value: &HeaderValue| {
-            full |= headers.try_append(name, value.clone()).is_err();
-        };
-        head.for_each_node_fifo(&mut |node| match node.base() {
-            Some(base) if !base_copied => base.iter().for_each(|(name, value)| append(name, value)),
-            _ => node
-                .pairs()
-                .iter()
-                .for_each(|(name, value)| append(name, value)),
-        });
-        // Unreachable after a successful `try_reserve`, but never silent.
-        if full { Err(headers_full()) } else { Ok(()) }
     }
 
     /// The chain as a `MetadataMap`, e.g. for APIs that want one.

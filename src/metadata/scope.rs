@@ -127,6 +127,18 @@ impl OutgoingMetadata {
         }
     }
 
+    /// Whether [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer)
+    /// would write a non-empty chain for a request carrying `extensions`:
+    /// the attached chain's, else the task's current one's. O(1): an
+    /// extensions lookup, then (only once a scope was ever entered) a
+    /// task-local read.
+    #[inline]
+    pub(crate) fn is_pending(extensions: &http::Extensions) -> bool {
+        Self::with_pending(extensions, |chain| {
+            chain.is_some_and(|chain| !chain.is_empty())
+        })
+    }
+
     /// Runs `f` (the call into the layers below
     /// [`OutgoingMetadataLayer`](super::OutgoingMetadataLayer), once it has
     /// written the chain into the headers) with an empty chain as the task's

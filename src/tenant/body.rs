@@ -1,22 +1,25 @@
 //! The response body of [`RequireOrgId`](super::RequireOrgId): the inner
-//! service's body, or none for a refusal.
+//! service's body, or the body of a refusal.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 pin_project! {
     /// The response body of [`RequireOrgId`](super::RequireOrgId): the
-    /// inner service's body when the request reached it, or no body at all
-    /// for a refusal (whose status travels in the response headers, as a
-    /// trailers-only gRPC response).
+    /// inner service's body when the request reached it, or the body of a
+    /// refusal: none for a gRPC refusal (its status travels in the
+    /// response headers, as a trailers-only response), the error's text for
+    /// a plain HTTP one.
     ///
     /// The inner body needs no `Default`, so the layer can sit above any
     /// other layer (tonic's `InterceptorLayer`, a stats layer, ...). It adds
     /// no allocation and forwards every frame, size hint and error
-    /// unchanged.
+    /// unchanged. Its data is the inner body's (anything a `Bytes` converts
+    /// into, as `Bytes` itself), so that a refusal's text can be sent.
     ///
     /// ```
     /// use http_body::Body as _;
@@ -29,32 +32,60 @@ pin_project! {
     /// ```
     #[derive(Debug)]
     pub struct RequireOrgIdBody<B> {
-        // `None` for a refusal: no data, no trailers.
         #[pin]
-        body: Option<B>,
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    #[derive(Debug)]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        /// A refusal: its text until sent, then (or for a gRPC refusal)
+        /// nothing.
+        Refused { text: Option<Bytes> },
     }
 }
 
 impl<B> Default for RequireOrgIdBody<B> {
-    /// The body of a refusal.
+    /// The body of a gRPC refusal: empty.
     fn default() -> Self {
-        Self { body: None }
+        Self {
+            kind: Kind::Refused { text: None },
+        }
     }
 }
 
 impl<B> RequireOrgIdBody<B> {
     /// Wraps the inner service's response body.
     pub fn inner(body: B) -> Self {
-        Self { body: Some(body) }
+        Self {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    /// The body of a plain HTTP refusal: `text`, in one frame.
+    pub(crate) fn refusal_text(text: Bytes) -> Self {
+        Self {
+            kind: Kind::Refused { text: Some(text) },
+        }
     }
 
     /// The inner service's body; `None` for a refusal.
     pub fn into_inner(self) -> Option<B> {
-        self.body
+        match self.kind {
+            Kind::Inner { body } => Some(body),
+            Kind::Refused { .. } => None,
+        }
     }
 }
 
-impl<B: Body> Body for RequireOrgIdBody<B> {
+impl<B> Body for RequireOrgIdBody<B>
+where
+    B: Body,
+    B::Data: From<Bytes>,
+{
     type Data = B::Data;
     type Error = B::Error;
 
@@ -63,21 +94,44 @@ impl<B: Body> Body for RequireOrgIdBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        match self.project().body.as_pin_mut() {
-            Some(body) => body.poll_frame(cx),
-            None => Poll::Ready(None),
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Refused { text } => {
+                Poll::Ready(text.take().map(|text| Ok(Frame::data(text.into()))))
+            }
         }
     }
 
     #[inline]
     fn is_end_stream(&self) -> bool {
-        self.body.as_ref().is_none_or(Body::is_end_stream)
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Refused { text } => text.is_none(),
+        }
     }
 
     #[inline]
     fn size_hint(&self) -> SizeHint {
-        self.body
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Refused { text } => {
+                SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt as _;
+
+    #[tokio::test]
+    async fn a_plain_http_refusal_sends_its_text_once() {
+        let body = RequireOrgIdBody::<String>::refusal_text(Bytes::from_static(b"no org id\n"));
+        assert!(!body.is_end_stream());
+        assert_eq!(body.size_hint().exact(), Some(10));
+        let collected = body.collect().await.unwrap().to_bytes();
+        assert_eq!(collected, "no org id\n");
     }
 }

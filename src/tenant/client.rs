@@ -6,11 +6,14 @@ use std::task::{Context, Poll};
 
 use http::HeaderValue;
 use pin_project_lite::pin_project;
+use tonic::Status;
 use tower::{BoxError, Layer, Service};
+
+use crate::metadata::ClaimedHeaderConflict;
 
 use super::error::InjectError;
 use super::future::InnerOrRejected;
-use super::inject::inject_into_request;
+use super::inject::{inject_error_of_claim_conflict, stamp_into_request};
 use super::tenant_ids::TenantIds;
 
 /// Stamps a fixed org id on every outgoing request, over a `Channel`:
@@ -33,28 +36,47 @@ use super::tenant_ids::TenantIds;
 /// ```
 ///
 /// The header value is built once; each request clones it (a reference
-/// count). A request that already carries the same id passes unchanged; one
-/// carrying a different id (or several) fails with `INVALID_ARGUMENT`
+/// count). The rule is judged on the request's headers: no org id there,
+/// and this one is added; the same id, and the request passes unchanged; a
+/// different id (or several), and the call fails with `INVALID_ARGUMENT`
 /// ([`InjectError`] as the status's source) and is not sent.
 ///
 /// # With [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer)
 ///
-/// The ids a request carries are those in its headers *and* those of the
-/// outgoing-metadata chain that will be sent with it, counted once each,
-/// as dskit's `InjectIntoGRPCRequest` counts pairs appended to the outgoing
-/// context. So "the same id passes once, a different one is refused and
-/// not sent" holds in either layer order, for a chain attached to the
-/// request or in the task's scope:
+/// An outgoing-metadata chain (attached with
+/// [`set_outgoing_metadata`](crate::metadata::OutgoingMetadataExt::set_outgoing_metadata)
+/// or in the task's [`scope`](crate::metadata::OutgoingMetadata::scope))
+/// is only sent by an `OutgoingMetadataLayer`, so the rule is judged on
+/// what that layer sends:
 ///
+/// - No `OutgoingMetadataLayer` below: the chain is not sent and its ids
+///   do not count. The stamped id is added (or checked) and sent, whatever
+///   id a chain carries.
 /// - `SetOrgIdLayer` outside (above) `OutgoingMetadataLayer`, the order the
-///   README shows: the chain is still pending (in the request's extensions
-///   or the task-local scope) when this layer runs; it reads the chain's
-///   `x-scope-orgid` values in place (a single-key walk of the chain, no
-///   map built) and adds its id to the headers only if neither carries one.
+///   README shows: this layer judges the headers as above and, when a
+///   non-empty chain is pending, [claims](crate::metadata::ClaimedHeaders)
+///   the `x-scope-orgid` it checked (one allocation, only then). The
+///   metadata layer writes the chain judged against the claim: the same id
+///   is not written again (it is sent once); a different one, or several,
+///   fails the call with `INVALID_ARGUMENT` before anything is sent. This
+///   layer turns that layer's
+///   [`ClaimedHeaderConflict`](crate::metadata::ClaimedHeaderConflict) into
+///   the [`InjectError`] the other order gives (`DifferentOrgIdPresent`
+///   with the chain's id as `present`, or `TooManyHeaders` with the
+///   chain's count).
 /// - `SetOrgIdLayer` inside (below) `OutgoingMetadataLayer`: the chain is
 ///   already in the headers, and that layer has taken it out of the
-///   extensions and hidden the scope for the call, so this layer sees each
-///   id once, in the headers.
+///   extensions and hidden the scope for the call, so this layer judges
+///   the chain's ids in the headers and claims nothing.
+///
+/// So in either order the same id is sent once, and a different one is
+/// refused and not sent. Two corners: a chain attached by a layer *between*
+/// this one and `OutgoingMetadataLayer` is not pending when this layer
+/// runs, so nothing is claimed and both ids are sent (the server refuses
+/// two; stack this layer below the one that attaches); and a request whose
+/// own metadata already carries this id, with a chain carrying it too, is
+/// sent with it once in the outside order but refused (two values in the
+/// headers) in the inside one.
 ///
 /// ```
 /// use tonic_hotpath::metadata::OutgoingMetadataLayer;
@@ -137,7 +159,7 @@ where
 
     #[inline]
     fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
-        let kind = match inject_into_request(&mut request, &self.value) {
+        let kind = match stamp_into_request(&mut request, &self.value) {
             Ok(()) => InnerOrRejected::inner(self.inner.call(request)),
             Err(error) => InnerOrRejected::rejected(error),
         };
@@ -146,8 +168,9 @@ where
 }
 
 pin_project! {
-    /// The response future of [`SetOrgId`]: the inner service's, or the
-    /// injection error.
+    /// The response future of [`SetOrgId`]: the inner service's (an
+    /// `OutgoingMetadataLayer` below refusing the chain's org id turned
+    /// into the [`InjectError`] status), or the injection error.
     #[derive(Debug)]
     pub struct SetOrgIdFuture<F> {
         #[pin]
@@ -167,8 +190,28 @@ where
         let kind = self.project().kind;
         kind.poll_with(
             cx,
-            |output| output.map_err(Into::into),
+            |output| output.map_err(|error| claim_conflict_as_inject_error(error.into())),
             |status| Err(BoxError::from(status)),
         )
+    }
+}
+
+/// An error of the inner service that is an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) below
+/// refusing a chain whose org id disagrees with the one this layer claimed
+/// becomes the status of the matching [`InjectError`], as this layer
+/// answers when it finds the chain's ids in the headers (the other order).
+/// Any other error passes unchanged.
+#[cold]
+#[inline(never)]
+fn claim_conflict_as_inject_error(error: BoxError) -> BoxError {
+    let inject = error
+        .downcast_ref::<Status>()
+        .and_then(std::error::Error::source)
+        .and_then(|source| source.downcast_ref::<ClaimedHeaderConflict>())
+        .and_then(inject_error_of_claim_conflict);
+    match inject {
+        Some(inject) => Box::new(Status::from(inject)),
+        None => error,
     }
 }

@@ -18,7 +18,7 @@ pin_project! {
     }
 }
 
-impl<F: Future, E: Into<Status>> InnerOrRejected<F, E> {
+impl<F: Future, E> InnerOrRejected<F, E> {
     #[inline]
     pub(crate) fn inner(future: F) -> Self {
         Self::Inner { future }
@@ -30,26 +30,43 @@ impl<F: Future, E: Into<Status>> InnerOrRejected<F, E> {
     }
 
     /// Polls the inner future and maps its output with `inner`, or answers
-    /// the rejection with `rejected` (the `Status` is built only then).
+    /// the rejection with `rejected`: `Ok(error)`, or `Err(status)` when
+    /// polled again after the rejection was answered.
+    #[inline]
+    pub(crate) fn poll_or_reject<O>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        inner: impl FnOnce(F::Output) -> O,
+        rejected: impl FnOnce(Result<E, Status>) -> O,
+    ) -> Poll<O> {
+        match self.project() {
+            InnerOrRejectedProj::Inner { future } => future.poll(cx).map(inner),
+            InnerOrRejectedProj::Rejected { error } => {
+                Poll::Ready(rejected(error.take().ok_or_else(polled_after_completion)))
+            }
+        }
+    }
+
+    /// [`poll_or_reject`](Self::poll_or_reject) for a rejection answered
+    /// with its `Status` (built only then).
     #[inline]
     pub(crate) fn poll_with<O>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         inner: impl FnOnce(F::Output) -> O,
         rejected: impl FnOnce(Status) -> O,
-    ) -> Poll<O> {
-        match self.project() {
-            InnerOrRejectedProj::Inner { future } => future.poll(cx).map(inner),
-            InnerOrRejectedProj::Rejected { error } => Poll::Ready(rejected(status(error.take()))),
-        }
+    ) -> Poll<O>
+    where
+        E: Into<Status>,
+    {
+        self.poll_or_reject(cx, inner, |error| {
+            rejected(error.map_or_else(|status| status, Into::into))
+        })
     }
 }
 
-/// The status answering a rejection; `None` means polled after completion.
+/// The status of a future polled again after it answered its rejection.
 #[cold]
-fn status<E: Into<Status>>(error: Option<E>) -> Status {
-    error.map_or_else(
-        || Status::internal("tonic_hotpath::tenant future polled after completion"),
-        Into::into,
-    )
+fn polled_after_completion() -> Status {
+    Status::internal("tonic_hotpath::tenant future polled after completion")
 }

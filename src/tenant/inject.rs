@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use tonic::metadata::MetadataMap;
 
-use crate::metadata::OutgoingMetadata;
+use crate::metadata::{ClaimedHeaderConflict, ClaimedHeaders, OutgoingMetadata};
 
 use super::error::InjectError;
 use super::extract::{ORG_ID_HEADER, ORG_ID_HEADER_NAME};
@@ -17,9 +17,13 @@ use super::tenant_ids::TenantIds;
 /// carries the same id, nothing changes; a different id is
 /// [`InjectError::DifferentOrgIdPresent`]; several ids are
 /// [`InjectError::TooManyHeaders`]. On error the target is left unchanged.
-/// For a request, the ids already present include those of the
-/// outgoing-metadata chain that will be sent with it (see the
-/// `tonic::Request` impl).
+/// What counts as already present depends on the target: a map's own
+/// values; for a `tonic::Request` or `http::Request`, its headers *and*
+/// the outgoing-metadata chain pending for it (see the `tonic::Request`
+/// impl), because the request is meant to go through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer),
+/// which sends that chain. ([`SetOrgIdLayer`](super::SetOrgIdLayer) judges
+/// differently: the headers only, leaving the chain to that layer.)
 ///
 /// Implemented for `http::HeaderMap`, tonic's `MetadataMap`,
 /// `tonic::Request<T>`, `http::Request<B>` and the
@@ -118,7 +122,7 @@ fn inject_into_headers(headers: &mut HeaderMap, value: &HeaderValue) -> Result<(
 
 /// [`needs_insert`] for a request about to be sent, whose org ids are
 /// those in its `headers` followed by those of the outgoing-metadata chain
-/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) will
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) would
 /// add: the one attached to its `extensions`, else the task's current one
 /// (dskit's `InjectIntoGRPCRequest` reads `metadata.FromOutgoingContext`,
 /// appended pairs included). Below that layer the chain is already in the
@@ -144,7 +148,7 @@ fn needs_insert_before_send(
 /// [`needs_insert_before_send`]): the value goes into its headers only if
 /// neither they nor the pending chain carry an org id.
 #[inline]
-pub(crate) fn inject_into_request<B>(
+fn inject_into_request<B>(
     request: &mut http::Request<B>,
     value: &HeaderValue,
 ) -> Result<(), InjectError> {
@@ -152,6 +156,56 @@ pub(crate) fn inject_into_request<B>(
         add_org_id(request.headers_mut(), value);
     }
     Ok(())
+}
+
+/// What [`SetOrgId`](super::SetOrgId) does to each request: judges the
+/// org ids in its headers only (absent: `value` is added; the same: nothing
+/// changes; a different one or several: the error, nothing changed), then,
+/// if an outgoing-metadata chain is pending (attached or in scope), claims
+/// the header ([`ClaimedHeaders`]) so that an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) below
+/// judges the chain's ids against it when it writes them. Without a
+/// pending chain nothing is claimed and nothing is allocated.
+#[inline]
+pub(crate) fn stamp_into_request<B>(
+    request: &mut http::Request<B>,
+    value: &HeaderValue,
+) -> Result<(), InjectError> {
+    inject_into_headers(request.headers_mut(), value)?;
+    if OutgoingMetadata::is_pending(request.extensions()) {
+        claim_org_id(request.extensions_mut(), value);
+    }
+    Ok(())
+}
+
+/// Claims `x-scope-orgid: value`, which the request's headers now carry.
+#[inline(never)]
+fn claim_org_id(extensions: &mut http::Extensions, value: &HeaderValue) {
+    ClaimedHeaders::claim(extensions, ORG_ID_HEADER_NAME, value.clone());
+}
+
+/// The [`InjectError`] that a refusal by an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer) below
+/// means when the claimed header it names is the org id: the chain
+/// carries a different org id (`present`), or several. `None` for any
+/// other error.
+pub(crate) fn inject_error_of_claim_conflict(
+    conflict: &ClaimedHeaderConflict,
+) -> Option<InjectError> {
+    if conflict.header() != ORG_ID_HEADER {
+        return None;
+    }
+    match conflict {
+        ClaimedHeaderConflict::DifferentValue {
+            claimed, outgoing, ..
+        } => Some(InjectError::DifferentOrgIdPresent {
+            present: outgoing.clone(),
+            injected: claimed.clone(),
+        }),
+        ClaimedHeaderConflict::SeveralValues { count, .. } => {
+            Some(InjectError::TooManyHeaders { count: *count })
+        }
+    }
 }
 
 /// The chain is persistent: injecting replaces `self` with a handle that
@@ -194,13 +248,21 @@ impl InjectOrgId for MetadataMap {
     }
 }
 
-/// The request's own metadata and the outgoing-metadata chain that will be
-/// sent with it (attached with
+/// Judged on the request's own metadata and the outgoing-metadata chain
+/// pending for it, counted together: the chain attached with
 /// [`set_outgoing_metadata`](crate::metadata::OutgoingMetadataExt::set_outgoing_metadata),
-/// else the task's [`scope`](OutgoingMetadata::scope) at the time of the
-/// call) count together, as dskit's `InjectIntoGRPCRequest` counts
-/// appended pairs: an id the chain already carries is not added again, a
-/// different one is refused. The id goes into the request's metadata.
+/// else the task's current [`scope`](OutgoingMetadata::scope) at the time
+/// of this call (not at send time). So an id the chain already carries is
+/// not added again, and a different one, or several in all, is refused, as
+/// dskit's `InjectIntoGRPCRequest` counts the pairs appended to the
+/// outgoing context. The id, when added, goes into the request's metadata.
+///
+/// That is what is sent when the request goes through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer), which
+/// writes the chain. A client without one never sends the chain, and an id
+/// found only there would not be sent either: inject into the request's
+/// metadata map instead (`request.metadata_mut().inject_org_id(..)`), which
+/// judges the metadata alone.
 ///
 /// ```
 /// use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt};
@@ -223,8 +285,11 @@ impl<T> InjectOrgId for tonic::Request<T> {
     }
 }
 
-/// As for `tonic::Request`: the headers and the chain that will be sent
-/// with the request (attached, else in scope) count together.
+/// As for `tonic::Request`: the headers and the chain pending for the
+/// request (attached, else in the task's scope at the time of this call)
+/// count together; for a request that goes through an
+/// [`OutgoingMetadataLayer`](crate::metadata::OutgoingMetadataLayer).
+/// Inject into `request.headers_mut()` to judge the headers alone.
 impl<B> InjectOrgId for http::Request<B> {
     fn inject_org_id_value(&mut self, value: &HeaderValue) -> Result<(), InjectError> {
         inject_into_request(self, value)

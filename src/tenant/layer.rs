@@ -10,8 +10,10 @@ use tower::{Layer, Service};
 
 use super::body::RequireOrgIdBody;
 use super::error::OrgIdError;
+use super::exempt::{Exemptions, names};
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::future::InnerOrRejected;
+use super::refusal::Refusal;
 use super::tenant_ids::TenantIds;
 
 /// Requires a valid `x-scope-orgid` on every request
@@ -20,12 +22,13 @@ use super::tenant_ids::TenantIds;
 /// - missing → `UNAUTHENTICATED`; several headers, an invalid id, or several
 ///   tenants while multi-tenant ids are refused → `INVALID_ARGUMENT`. Each is
 ///   a trailers-only gRPC response ([`Status::into_http`](tonic::Status::into_http)) and the inner
-///   service is not called.
+///   service is not called. (A plain HTTP request gets a `401` instead: see
+///   [Plain HTTP beside gRPC](#plain-http-beside-grpc).)
 /// - valid → the request's [`TenantIds`] go into its extensions; handlers
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
 ///
-/// Responses carry a [`RequireOrgIdBody`] (the inner body, or none for a
-/// refusal), so the layer stacks above or below any other layer, whatever
+/// Responses carry a [`RequireOrgIdBody`] (the inner body, or the
+/// refusal's), so the layer stacks above or below any other layer, whatever
 /// body type that layer answers with.
 ///
 /// Multi-tenant (federated `a|b`) ids are refused unless
@@ -56,13 +59,51 @@ use super::tenant_ids::TenantIds;
 /// let layer = RequireOrgIdLayer::new().exempt_services(&from_config);
 /// # drop(layer);
 /// ```
+///
+/// # Plain HTTP beside gRPC
+///
+/// A tonic server may serve plain HTTP routes too (axum routes with
+/// `accept_http1(true)` and `Routes::from(axum_router)`). Such a request —
+/// one whose `content-type` is neither gRPC (`application/grpc`,
+/// `application/grpc+...`, `application/grpc;...`) nor grpc-web
+/// (`application/grpc-web...`), or that has none, like a `GET` — is
+/// checked by the same rules, and refused as dskit's HTTP middleware
+/// `AuthenticateUser` refuses it: `401 Unauthorized`, whatever the
+/// rule broken, with the error's text and a newline as a
+/// `text/plain; charset=utf-8` body, and the inner service is not called.
+/// A valid id puts its [`TenantIds`] into the extensions as for gRPC.
+/// gRPC and grpc-web calls keep their gRPC status answer. The content type
+/// is only read to answer a refusal, so accepted requests pay nothing for
+/// it.
+///
+/// Paths that must answer without an org id (probes, a metrics scrape)
+/// are [exempted](Self::exempt_paths) by exact path:
+///
+/// ```
+/// use axum::routing::get;
+/// use tonic::service::Routes;
+/// use tonic_hotpath::tenant::RequireOrgIdLayer;
+///
+/// let routes = Routes::from(
+///     axum::Router::new()
+///         .route("/healthz", get(|| async { "ok" }))
+///         .route("/api/v1/push", get(|| async { "pushed" })),
+/// );
+/// // routes.add_service(EchoServer::new(..)) serves gRPC beside them.
+/// let router = tonic::transport::Server::builder()
+///     .accept_http1(true)
+///     .layer(RequireOrgIdLayer::new().exempt_paths(["/healthz", "/metrics"]))
+///     .add_routes(routes);
+/// // router.serve(addr)
+/// # drop(router);
+/// ```
 #[derive(Debug, Clone, Default)]
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct RequireOrgIdLayer {
     allow_multi_tenant: bool,
-    /// Full names of the exempt services; `None` when there are none, so
-    /// cloning the layer (and its services) stays free.
-    exempt_services: Option<Arc<[Box<str>]>>,
+    /// Exempt services and paths; `None` when there are none, so cloning
+    /// the layer (and its services) stays free and the check is one branch.
+    exemptions: Option<Arc<Exemptions>>,
 }
 
 impl RequireOrgIdLayer {
@@ -83,34 +124,55 @@ impl RequireOrgIdLayer {
     ///
     /// Takes any list of names: `["a.B"]`, `&["a.B"]`, a `Vec<String>`
     /// read from configuration, ... The names are copied once, here; an
-    /// empty list exempts nothing. Replaces any earlier list.
+    /// empty list exempts nothing. Replaces any earlier list (of services;
+    /// [exempt paths](Self::exempt_paths) are kept).
     pub fn exempt_services<I>(mut self, services: I) -> Self
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let services: Arc<[Box<str>]> = services
-            .into_iter()
-            .map(|service| Box::from(service.as_ref()))
-            .collect();
-        self.exempt_services = (!services.is_empty()).then_some(services);
+        self.exemptions = Exemptions::with_services(self.exemptions.as_deref(), names(services));
+        self
+    }
+
+    /// Request paths that pass unchecked, as [exempt
+    /// services](Self::exempt_services) do: typically plain HTTP routes
+    /// served beside gRPC, such as `/healthz` or `/metrics`.
+    ///
+    /// Matched exactly against the request's path (the query is not part
+    /// of it), whatever the request's protocol: no prefixes (`/healthz`
+    /// does not exempt `/healthz/live`; list both), case-sensitive, and a
+    /// trailing `/` counts (`/healthz/` is another path). An exact gRPC
+    /// method path (`/package.Service/Method`) exempts that method alone.
+    ///
+    /// Takes any list of paths, copied once; an empty list exempts nothing.
+    /// Replaces any earlier list (of paths; exempt services are kept).
+    ///
+    /// ```
+    /// use tonic_hotpath::tenant::RequireOrgIdLayer;
+    ///
+    /// let layer = RequireOrgIdLayer::new()
+    ///     .exempt_services(["grpc.health.v1.Health"])
+    ///     .exempt_paths(["/healthz", "/metrics"]);
+    /// # drop(layer);
+    /// ```
+    pub fn exempt_paths<I>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.exemptions = Exemptions::with_paths(self.exemptions.as_deref(), names(paths));
         self
     }
 
     /// Whether the request to `uri` passes unchecked. The path is only
-    /// looked at when some service is exempt.
+    /// looked at when something is exempt.
     #[inline]
     fn is_exempt(&self, uri: &http::Uri) -> bool {
-        match &self.exempt_services {
+        match &self.exemptions {
             None => false,
-            Some(services) => Self::is_exempt_path(services, uri.path()),
+            Some(exemptions) => exemptions.exempts(uri.path()),
         }
-    }
-
-    fn is_exempt_path(services: &[Box<str>], path: &str) -> bool {
-        path.strip_prefix('/')
-            .and_then(|path| path.split_once('/'))
-            .is_some_and(|(service, _)| services.iter().any(|exempt| **exempt == *service))
     }
 
     #[inline]
@@ -180,7 +242,7 @@ where
                 }
                 Err(error) => {
                     return RequireOrgIdFuture {
-                        kind: InnerOrRejected::rejected(error),
+                        kind: InnerOrRejected::rejected(Refusal::of(request.headers(), error)),
                     };
                 }
             }
@@ -193,11 +255,11 @@ where
 
 pin_project! {
     /// The response future of [`RequireOrgId`]: the inner service's, or an
-    /// immediate gRPC error response.
+    /// immediate refusal (a gRPC status, or a plain HTTP error).
     #[derive(Debug)]
     pub struct RequireOrgIdFuture<F> {
         #[pin]
-        kind: InnerOrRejected<F, OrgIdError>,
+        kind: InnerOrRejected<F, Refusal>,
     }
 }
 
@@ -210,10 +272,10 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let kind = self.project().kind;
-        kind.poll_with(
+        kind.poll_or_reject(
             cx,
             |output| output.map(|response| response.map(RequireOrgIdBody::inner)),
-            |status| Ok(status.into_http()),
+            |refusal| Ok(Refusal::into_response(refusal)),
         )
     }
 }
@@ -232,7 +294,7 @@ mod tests {
         assert!(layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
         assert!(!layer.is_exempt(&"http://h/other.Service/Check".parse().unwrap()));
         let layer = layer.exempt_services::<[&str; 0]>([]);
-        assert!(layer.exempt_services.is_none());
+        assert!(layer.exemptions.is_none());
         assert!(!layer.is_exempt(&"http://h/grpc.health.v1.Health/Check".parse().unwrap()));
         let layer = RequireOrgIdLayer::new().exempt_services(&["grpc.health.v1.Health"]);
         assert!(exempt_path(&layer, "/grpc.health.v1.Health/Check"));
@@ -240,11 +302,6 @@ mod tests {
         assert!(!exempt_path(&layer, "/grpc.health.v1.HealthX/Check"));
         assert!(!exempt_path(&layer, "/grpc.health.v1/Health/Check"));
         assert!(!exempt_path(&layer, "/grpc.health.v1.Health"));
-        let services: [Box<str>; 1] = ["grpc.health.v1.Health".into()];
-        assert!(!RequireOrgIdLayer::is_exempt_path(
-            &services,
-            "grpc.health.v1.Health/Check"
-        ));
         assert!(!exempt_path(
             &RequireOrgIdLayer::new(),
             "/grpc.health.v1.Health/Check"
@@ -262,5 +319,23 @@ mod tests {
         let layer = layer.exempt_services(vec!["c.Third".to_owned()]);
         assert!(!exempt_path(&layer, "/a.First/M"));
         assert!(exempt_path(&layer, "/c.Third/M"));
+    }
+
+    #[test]
+    fn exempt_paths_match_exactly_and_keep_the_services() {
+        let layer = RequireOrgIdLayer::new()
+            .exempt_services(["a.First"])
+            .exempt_paths(["/healthz", "/metrics"]);
+        assert!(exempt_path(&layer, "/healthz"));
+        assert!(exempt_path(&layer, "/healthz?verbose=1"));
+        assert!(exempt_path(&layer, "/metrics"));
+        assert!(exempt_path(&layer, "/a.First/M"));
+        assert!(!exempt_path(&layer, "/healthz/"));
+        assert!(!exempt_path(&layer, "/healthz/live"));
+        let layer = layer.exempt_services::<[&str; 0]>([]);
+        assert!(exempt_path(&layer, "/healthz"));
+        assert!(!exempt_path(&layer, "/a.First/M"));
+        let layer = layer.exempt_paths::<[&str; 0]>([]);
+        assert!(layer.exemptions.is_none());
     }
 }

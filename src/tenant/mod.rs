@@ -20,8 +20,10 @@
 //! # Server
 //!
 //! [`RequireOrgIdLayer`] answers a missing id with `UNAUTHENTICATED` and an
-//! invalid one with `INVALID_ARGUMENT` without calling the service; a valid
-//! id reaches the handler through [`OrgIdRequestExt`]:
+//! invalid one with `INVALID_ARGUMENT` without calling the service (a plain
+//! HTTP request served beside gRPC gets dskit's `401 Unauthorized` with the
+//! error's text instead); a valid id reaches the handler through
+//! [`OrgIdRequestExt`]:
 //!
 //! ```no_run
 //! use tonic::{Request, Status};
@@ -76,11 +78,13 @@
 mod body;
 mod client;
 mod error;
+mod exempt;
 mod extract;
 mod future;
 mod inject;
 mod layer;
 mod org_id;
+mod refusal;
 mod request_ext;
 mod tenant_ids;
 mod validate;
