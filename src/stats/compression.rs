@@ -446,27 +446,47 @@ impl Decoders {
             decoder
                 .reset(Unbuffered(&mut input))
                 .map_err(ruzstd_error)?;
-            let frame_start = count.total;
-            while !decoder.is_finished() {
-                decoder
-                    .decode_blocks(
-                        Unbuffered(&mut input),
-                        BlockDecodingStrategy::UptoBytes(READ_LEN),
-                    )
-                    .map_err(ruzstd_error)?;
-                drain(decoder, &mut self.out, &mut count)?;
+            let declared = frame_declares_size(&head);
+            let content_size = decoder.content_size();
+            // The C library decodes a frame whose declared content fits
+            // the read's buffer in one pass, and hands nothing out unless
+            // the whole frame is valid: count such a frame once verified.
+            let one_pass = declared && content_size <= READ_LEN as u64;
+            let mut frame = if one_pass {
+                Count::new(READ_LEN as u32)
+            } else {
+                Count::new(limit - count.total)
+            };
+            let drained = (|| {
+                while !decoder.is_finished() {
+                    decoder
+                        .decode_blocks(
+                            Unbuffered(&mut input),
+                            BlockDecodingStrategy::UptoBytes(READ_LEN),
+                        )
+                        .map_err(ruzstd_error)?;
+                    drain(decoder, &mut self.out, &mut frame)?;
+                }
+                drain(decoder, &mut self.out, &mut frame)
+            })();
+            match drained {
+                Err(DecompressError::TooLarge { .. }) if one_pass => {
+                    return Err(zstd_error("Destination buffer is too small").into());
+                }
+                Err(DecompressError::TooLarge { .. }) => {
+                    return Err(DecompressError::TooLarge { limit });
+                }
+                other => other?,
             }
-            drain(decoder, &mut self.out, &mut count)?;
             if let Some(stored) = decoder.get_checksum_from_data()
                 && decoder.get_calculated_checksum() != Some(stored)
             {
                 return Err(zstd_error("Restored data doesn't match checksum").into());
             }
-            let content_size = decoder.content_size();
-            let declared = content_size != 0 || frame_declares_size(&head);
-            if declared && u64::from(count.total - frame_start) != content_size {
+            if declared && u64::from(frame.total) != content_size {
                 return Err(zstd_error("Data corruption detected").into());
             }
+            count.add(frame.total as usize)?;
         }
         Ok(count.total)
     }
