@@ -403,6 +403,18 @@ fn zstd_edge_cases() {
     let mut reserved = plain.clone();
     reserved[4] |= 0x08;
     cases.push(("reserved bit", reserved));
+    // zstd's default window limit, 128 MiB (+1): the window tonic's frames
+    // declare, at the limit and over it.
+    assert_eq!(
+        plain[4] & 0x20,
+        0,
+        "tonic's frames have a window descriptor"
+    );
+    for (name, descriptor) in [("window 128 MiB", 17 << 3), ("window 144 MiB", 17 << 3 | 1)] {
+        let mut window = plain.clone();
+        window[5] = descriptor;
+        cases.push((name, window));
+    }
     for (name, compressed) in &cases {
         for limit in [DEFAULT_LIMIT, len, len - 1, 3] {
             let verdict = check(Encoding::Zstd, compressed, &[compressed.len() / 2], limit);
