@@ -33,7 +33,7 @@
 //!   tonic's framing rules around it (concatenated and skippable frames,
 //!   trailing bytes, checksums, the window limit). It agrees with the C
 //!   library on every valid message and on the usual corruptions, but not
-//!   on every corrupt input: see [`ruzstd_len`].
+//!   on every corrupt input, and is slower: see [`ruzstd_len`].
 //!
 //! Decoder state is kept per thread and reset for each message (a fresh
 //! `Decompress` is a zeroed allocation of some 40 KiB, a fresh zstd
@@ -56,6 +56,9 @@ const READ_LEN: usize = 8 * 1024;
 
 /// flate2's read decoders buffer their input this much at a time.
 const FLATE_WINDOW: usize = 32 * 1024;
+
+/// The most memory a thread's zstd decoder keeps between messages.
+const RETAINED_MAX: usize = 16 << 20;
 
 /// zstd's window limit without `ZSTD_d_windowLogMax` (tonic sets none):
 /// `ZSTD_MAXWINDOWSIZE_DEFAULT`.
@@ -222,18 +225,22 @@ pub fn uncompressed_len<P: AsRef<[u8]>>(
 /// `uncompressed_len` uses.
 ///
 /// It agrees with tonic (the zstd C library) on every valid message
-/// (concatenated frames, skippable frames, any window up to zstd's
-/// default limit, with or without checksums and content sizes), on
-/// truncation, trailing bytes, bad checksums, content size mismatches and
-/// reserved bits, and on the limit. Where it can disagree:
-/// - A message that is corrupt and also longer than `limit` before the
-///   point of corruption: the C library decodes block by block and tonic
-///   drops the output of a failing read, so tonic may say `INTERNAL` where
-///   this says `RESOURCE_EXHAUSTED`, or the reverse.
+/// (concatenated frames, skippable frames, windows up to zstd's default
+/// limit, with or without checksums and content sizes), on truncation,
+/// trailing bytes, empty input, bad checksums, content size mismatches,
+/// reserved bits, oversized windows, and on the limit. Where it does not:
+/// - Huffman-coded literals whose four streams decode to other counts
+///   than their headers say: `ruzstd` rejects them
+///   (`DecodedLiteralCountMismatch`, `BitstreamReadMismatch`), the C
+///   library decodes them (right total length, wrong bytes; tonic's frames
+///   carry no checksum to catch it), so tonic accepts or says
+///   `RESOURCE_EXHAUSTED` where this says `INTERNAL`. About one randomly
+///   bit-flipped tonic frame in four hits this (see the tests).
+/// - A message that is corrupt and also longer than `limit`: which error
+///   wins depends on how each decoder splits its work into reads.
 /// - Legacy zstd formats (v0.5 to v0.7 magic numbers), which tonic's zstd
-///   build decodes (feature `legacy`) and `ruzstd` does not.
-/// - Corruptions that one decoder detects and the other does not (found by
-///   differential fuzzing; see the tests).
+///   build decodes (its default feature `legacy`) and `ruzstd` does not.
+/// - Cost: 3 to 5 times the C library's decode time (BENCHMARKS.md).
 pub fn ruzstd_len<P: AsRef<[u8]>>(pieces: &[P], limit: u32) -> Result<u32, DecompressError> {
     with_decoders(|decoders| decoders.ruzstd(pieces, limit))
 }
@@ -377,6 +384,25 @@ impl Decoders {
         pieces: &[P],
         limit: u32,
     ) -> Result<u32, DecompressError> {
+        let result = self.libzstd_decode(pieces, limit);
+        // A frame's header makes the context allocate buffers for the
+        // window it declares (up to 128 MiB): those are not kept.
+        if self
+            .libzstd
+            .as_ref()
+            .is_some_and(|context| context.sizeof() > RETAINED_MAX)
+        {
+            self.libzstd = None;
+        }
+        result
+    }
+
+    #[cfg(feature = "zstd")]
+    fn libzstd_decode<P: AsRef<[u8]>>(
+        &mut self,
+        pieces: &[P],
+        limit: u32,
+    ) -> Result<u32, DecompressError> {
         use zstd::zstd_safe::DCtx;
         let context = match &mut self.libzstd {
             Some(context) => context,
@@ -401,6 +427,21 @@ impl Decoders {
     /// incomplete frame), skippable frames skipped, every byte must belong
     /// to a frame.
     fn ruzstd<P: AsRef<[u8]>>(&mut self, pieces: &[P], limit: u32) -> Result<u32, DecompressError> {
+        let result = self.ruzstd_decode(pieces, limit);
+        // The decoder's buffer grows with what it decodes (up to the
+        // window): a large one is not kept.
+        let small = matches!(result, Ok(len) if len as usize <= RETAINED_MAX);
+        if !small && limit as usize > RETAINED_MAX {
+            self.ruzstd = None;
+        }
+        result
+    }
+
+    fn ruzstd_decode<P: AsRef<[u8]>>(
+        &mut self,
+        pieces: &[P],
+        limit: u32,
+    ) -> Result<u32, DecompressError> {
         use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
         let decoder = self.ruzstd.get_or_insert_with(|| {
             let mut decoder = FrameDecoder::new();
