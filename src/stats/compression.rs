@@ -920,3 +920,69 @@ impl<P: AsRef<[u8]>> BufRead for Input<'_, '_, P> {
         Input::consume(self, amount);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The windows and reads an [`Input`] hands out, consuming `step`
+    /// bytes of each window, then reading `read` bytes at a time.
+    fn walk(pieces: &[&[u8]], step: usize, read: usize) -> Vec<Vec<u8>> {
+        let mut spill = Vec::new();
+        let mut input = Input::new(pieces, 1000, &mut spill);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let window = input.window().to_vec();
+            input.consume(step.min(window.len()));
+            seen.push(window);
+        }
+        let mut buf = vec![0; read];
+        loop {
+            let n = input.read_into(&mut buf);
+            seen.push(buf[..n].to_vec());
+            if n == 0 {
+                return seen;
+            }
+        }
+    }
+
+    #[test]
+    fn input_hands_out_the_same_windows_however_the_message_is_split() {
+        let message: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        for (step, read) in [(1000, 300), (10, 1000), (999, 2500)] {
+            let whole = walk(&[&message], step, read);
+            for cuts in [
+                [1, 2, 3],
+                [999, 1000, 1001],
+                [0, 2500, 5000],
+                [17, 17, 4999],
+            ] {
+                let pieces = [
+                    &message[..cuts[0]],
+                    &message[cuts[0]..cuts[1]],
+                    &message[cuts[1]..cuts[2]],
+                    &message[cuts[2]..],
+                ];
+                assert_eq!(walk(&pieces, step, read), whole, "{cuts:?} {step} {read}");
+            }
+        }
+    }
+
+    #[test]
+    fn peek_skip_and_unbuffered_reads_cross_pieces() {
+        let pieces: [&[u8]; 4] = [b"ab", b"", b"cde", b"f"];
+        let mut spill = Vec::new();
+        let mut input = Input::new(&pieces, 0, &mut spill);
+        let mut head = [0; 4];
+        assert_eq!(input.peek(&mut head), 4);
+        assert_eq!(&head, b"abcd");
+        input.skip(1);
+        assert_eq!(input.read_unbuffered(&mut head), 4);
+        assert_eq!(&head, b"bcde");
+        input.skip(9);
+        assert_eq!(
+            (input.remaining(), input.read_unbuffered(&mut head)),
+            (0, 0)
+        );
+    }
+}
