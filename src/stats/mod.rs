@@ -142,6 +142,12 @@
 
 mod body;
 mod combined;
+// Crate-private; public (hidden) for the crate's own bench and tests.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod compression;
+#[cfg(not(feature = "bench-internals"))]
+mod compression;
 mod conn;
 mod connector;
 mod context;
