@@ -58,6 +58,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const ROUNDS: usize = 100;
 
+/// The echo service's name, as its generated `SERVICE_NAME`.
+const ECHO_SERVICE: &str = "hotpath.echo.Echo";
+
 /// The 0.33 SDK, as an application would set it up.
 fn sdk() -> SdkMeterProvider {
     sdk_provider(InMemoryMetricExporter::default())
@@ -111,6 +114,16 @@ fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics 
         .expect("valid method path")
 }
 
+/// Our handler with the echo service registered: the echo method is
+/// learned on its first RPC, then found among the learned methods.
+fn metrics_learned(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_service(ECHO_SERVICE)
+        .with_target("http://127.0.0.1:50051")
+        .build()
+        .expect("valid service name")
+}
+
 fn peer() -> tonic_otel_layer::MetricsLayer {
     tonic_otel_layer::MetricsLayerBuilder::new()
         .with_provider(sdk_0_32())
@@ -137,6 +150,13 @@ fn server(c: &mut Criterion) {
             round(&rt, CombinedLayer::server().with(metrics(&provider))),
         ),
         (
+            "otel_metrics_learned_method",
+            round(
+                &rt,
+                CombinedLayer::server().with(metrics_learned(&provider)),
+            ),
+        ),
+        (
             "otel_metrics_tracing",
             round(
                 &rt,
@@ -158,6 +178,8 @@ fn server(c: &mut Criterion) {
     in_process(&mut group, &rt, "otel_metrics_noop_provider", layer);
     let layer = CombinedLayer::server().with(metrics(&provider));
     in_process(&mut group, &rt, "otel_metrics", layer);
+    let layer = CombinedLayer::server().with(metrics_learned(&provider));
+    in_process(&mut group, &rt, "otel_metrics_learned_method", layer);
     let layer = CombinedLayer::server().with(tracing_over(&NoopTracerProvider::new()));
     in_process(&mut group, &rt, "otel_tracing_noop_provider", layer);
     let layer = CombinedLayer::server()
