@@ -810,6 +810,50 @@ async fn otel_calls_refused_inside_the_stats_layer_prove_nothing() {
     assert_learned(&metrics, 1);
 }
 
+/// Answers every call with a plain HTTP 401 and an empty body, without
+/// gRPC's content type or a `grpc-status` (as a non-gRPC auth layer
+/// might).
+#[derive(Debug, Clone)]
+struct PlainHttp401;
+
+impl<B> tower::Service<http::Request<B>> for PlainHttp401 {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<B>) -> Self::Future {
+        let mut response = http::Response::new(tonic::body::Body::empty());
+        *response.status_mut() = http::StatusCode::UNAUTHORIZED;
+        std::future::ready(Ok(response))
+    }
+}
+
+#[tokio::test]
+async fn otel_plain_http_refusals_prove_nothing() {
+    let sdk = Sdk::new();
+    let metrics = health_metrics(&sdk);
+    let refuse = tower::layer::layer_fn(|_routes| PlainHttp401);
+    let channel = serve_health!(&metrics, &Arc::<Begun>::default(), refuse);
+    for path in [format!("/{SERVICE_NAME}/junk"), format!("/{HEALTH_CHECK}")] {
+        let status = call(&channel, &path, check_request(None)).await;
+        assert_eq!(status.code(), Code::Unauthenticated, "{path}");
+    }
+    wait_for_server_ends(&sdk, 2).await;
+    let (started, ended) = server_counts(&sdk);
+    assert_eq!(started, [(attrs(&[("grpc.method", "other")]), 2)]);
+    assert!(
+        ended
+            .iter()
+            .all(|(attrs, _)| attrs["grpc.method"] == "other"),
+        "{ended:?}"
+    );
+    assert_learned(&metrics, 0);
+}
+
 /// Holds every call for 10 s before its service sees it (as a queue or a
 /// rate limiter inside the stats layer would), so the client gives up
 /// first.

@@ -94,7 +94,8 @@ impl OtelMetricsBuilder {
     /// - on a client, its first RPC (the application chooses what it
     ///   calls);
     /// - on a server, the first RPC whose service read a request message
-    ///   or answered with response headers that are not trailers-only.
+    ///   or answered with gRPC response headers that are not
+    ///   trailers-only.
     ///   A made-up method under the service (answered `UNIMPLEMENTED`
     ///   trailers-only by tonic's generated code), a call refused by a
     ///   layer inside the stats layer, and a call the client cancels

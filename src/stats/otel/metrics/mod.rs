@@ -3,6 +3,7 @@
 mod append_only;
 mod attrs;
 mod builder;
+mod evidence;
 mod instruments;
 mod methods;
 mod state;
@@ -15,6 +16,7 @@ use opentelemetry::metrics::MeterProvider;
 
 use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
+use evidence::Evidence;
 use instruments::{ClientInstruments, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
@@ -71,10 +73,12 @@ use unproven::UnprovenPath;
 ///   [`with_max_learned_methods`](OtelMetricsBuilder::with_max_learned_methods).
 ///   A client learns a method on its first RPC. A server learns it only
 ///   once an RPC proves that the server serves it: the inner service read
-///   a request message (`InPayload`) or answered with response headers
-///   that are not trailers-only (`OutHeader`), which neither tonic's
-///   generated answer to an unknown method (`UNIMPLEMENTED`,
-///   trailers-only, body unread) nor a layer refusing the call does.
+///   a request message (`InPayload`) or answered with gRPC response
+///   headers (`content-type: application/grpc...`) that are not
+///   trailers-only (`OutHeader`), which neither tonic's generated answer
+///   to an unknown method (`UNIMPLEMENTED`, trailers-only, body unread)
+///   nor a layer refusing the call (trailers-only, or a plain HTTP error)
+///   does, nor a call the client cancels before either.
 ///   Until then, an RPC's `grpc.server.call.started` is deferred: counted
 ///   under the method's name when the RPC proves it, or at `End` as
 ///   `other` (under the method's name if another RPC proved it
@@ -196,18 +200,15 @@ impl StatsHandler for OtelMetrics {
     /// Records the RPC's measurements. On the server, the `Begin` of an
     /// RPC whose method is not yet proven (see "Which methods have their
     /// own name" on [`OtelMetrics`]) counts nothing: the RPC is counted
-    /// as started when an `InPayload` or `OutHeader` proves its method
-    /// (under the method's name), or at `End` (as `other`, unless another
-    /// RPC proved the method meanwhile). So the first calls of a method
-    /// are counted as started when proven, not when they begin.
+    /// as started when an `InPayload` or a gRPC `OutHeader` proves its
+    /// method (under the method's name), or at `End` (as `other`, unless
+    /// another RPC proved the method meanwhile). So the first calls of a
+    /// method are counted as started when proven, not when they begin.
     fn handle_rpc(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) {
         if let RpcMethod::Unproven(path) = &state.method {
-            state.method = match event {
-                RpcEvent::InPayload(_) | RpcEvent::OutHeader(_) => {
-                    self.started_late(path, Proof::Served)
-                }
-                RpcEvent::End(_) => self.started_late(path, Proof::None),
-                _ => return,
+            state.method = match Evidence::of(event) {
+                Evidence::None => return,
+                evidence => self.started_late(path, evidence),
             };
         }
         let RpcMethod::Known { side, method } = state.method else {
@@ -254,16 +255,6 @@ impl StatsHandler for OtelMetrics {
     }
 }
 
-/// Whether an unproven server RPC proved that the server serves its
-/// method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Proof {
-    /// The inner service read a request message or sent response headers.
-    Served,
-    /// The RPC ended without either.
-    None,
-}
-
 impl OtelMetrics {
     /// How an RPC to `path` on `side` is recorded, from its `Begin`.
     #[inline]
@@ -279,16 +270,16 @@ impl OtelMetrics {
         RpcMethod::Known { side, method }
     }
 
-    /// Counts a server RPC to `path` as started, late: under the method's
-    /// name if it is proven (learning it, within the bound), by this RPC
-    /// or another one; as `other` if not.
+    /// Counts a server RPC to `path` as started, late, on `evidence`:
+    /// under the method's name if it is proven, by this RPC (learning it,
+    /// within the bound) or by another one; as `other` if not.
     #[cold]
-    fn started_late(&self, path: &UnprovenPath, proof: Proof) -> RpcMethod {
+    fn started_late(&self, path: &UnprovenPath, evidence: Evidence) -> RpcMethod {
         let path = path.as_str();
-        let method = match (self.methods.find(path), proof) {
+        let method = match (self.methods.find(path), evidence) {
             (Some(found), _) => found,
-            (None, Proof::Served) => self.methods.learn(path),
-            (None, Proof::None) => RecordedMethod::Other,
+            (None, Evidence::Served) => self.methods.learn(path),
+            (None, _) => RecordedMethod::Other,
         };
         let attrs = self.methods.attrs(method).started(Side::Server);
         self.server.started.add(1, attrs);
