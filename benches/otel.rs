@@ -222,7 +222,9 @@ fn client(_: &mut Criterion) {
 
 /// The handler alone, without the stack: `tag_rpc` and one RPC's events
 /// (`Begin`, a message each way, `End`), on each side, over the no-op
-/// provider (the handler's own work) and the SDK (what recording costs).
+/// provider (the handler's own work) and the SDK (what recording costs),
+/// and over the no-op provider with the method learned through its
+/// service instead of registered.
 fn handler(c: &mut Criterion) {
     let provider = sdk();
     let noop_provider = NoopMeterProvider::new();
@@ -230,6 +232,7 @@ fn handler(c: &mut Criterion) {
     for (name, handler) in [
         ("noop_provider", metrics(&noop_provider)),
         ("sdk", metrics(&provider)),
+        ("noop_provider_learned", metrics_learned(&noop_provider)),
     ] {
         for side in [Side::Server, Side::Client] {
             let row = format!("{name}_{side:?}").to_lowercase();

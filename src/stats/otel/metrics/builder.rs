@@ -128,8 +128,8 @@ impl OtelMetricsBuilder {
 
     /// How many methods learned through [`with_service`](Self::with_service)
     /// or [`with_method_filter`](Self::with_method_filter) keep their own
-    /// attribute sets (default 1000); methods learned after that are
-    /// recorded as `other`. A safety bound on the handler's memory and on
+    /// attribute sets (default 1000); once that many are learned, further
+    /// methods are recorded as `other`. A safety bound on the handler's memory and on
     /// the number of time series: a server learns only methods it was
     /// seen to serve, so a client cannot fill it with made-up names, but
     /// a server that answers any path (a proxy, a generic handler
