@@ -2,7 +2,8 @@
 //! A66) cost per RPC on the server stack in process, beside no layer, the
 //! `CombinedLayer` with a no-op handler (the layer alone), the handler
 //! over OpenTelemetry's no-op meter provider (the handler's own work), the
-//! metrics beside A72's tracing (`OtelTracing`, W3C propagation, every
+//! metrics with the echo method learned through its service
+//! (`with_service`) instead of registered, the metrics beside A72's tracing (`OtelTracing`, W3C propagation, every
 //! span sampled, ended into the SDK's batch processor whose exporter
 //! discards them), and the crates.io peer `tonic-otel-layer` (0.2, its newest: a server
 //! layer recording three instruments per RPC with `grpc_service` /
@@ -58,6 +59,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const ROUNDS: usize = 100;
 
+/// The echo service's name, as its generated `SERVICE_NAME`.
+const ECHO_SERVICE: &str = "hotpath.echo.Echo";
+
 /// The 0.33 SDK, as an application would set it up.
 fn sdk() -> SdkMeterProvider {
     sdk_provider(InMemoryMetricExporter::default())
@@ -111,6 +115,16 @@ fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics 
         .expect("valid method path")
 }
 
+/// Our handler with the echo service registered: the echo method is
+/// learned on its first RPC, then found among the learned methods.
+fn metrics_learned(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_service(ECHO_SERVICE)
+        .with_target("http://127.0.0.1:50051")
+        .build()
+        .expect("valid service name")
+}
+
 fn peer() -> tonic_otel_layer::MetricsLayer {
     tonic_otel_layer::MetricsLayerBuilder::new()
         .with_provider(sdk_0_32())
@@ -137,6 +151,13 @@ fn server(c: &mut Criterion) {
             round(&rt, CombinedLayer::server().with(metrics(&provider))),
         ),
         (
+            "otel_metrics_learned_method",
+            round(
+                &rt,
+                CombinedLayer::server().with(metrics_learned(&provider)),
+            ),
+        ),
+        (
             "otel_metrics_tracing",
             round(
                 &rt,
@@ -158,6 +179,8 @@ fn server(c: &mut Criterion) {
     in_process(&mut group, &rt, "otel_metrics_noop_provider", layer);
     let layer = CombinedLayer::server().with(metrics(&provider));
     in_process(&mut group, &rt, "otel_metrics", layer);
+    let layer = CombinedLayer::server().with(metrics_learned(&provider));
+    in_process(&mut group, &rt, "otel_metrics_learned_method", layer);
     let layer = CombinedLayer::server().with(tracing_over(&NoopTracerProvider::new()));
     in_process(&mut group, &rt, "otel_tracing_noop_provider", layer);
     let layer = CombinedLayer::server()
@@ -199,7 +222,9 @@ fn client(_: &mut Criterion) {
 
 /// The handler alone, without the stack: `tag_rpc` and one RPC's events
 /// (`Begin`, a message each way, `End`), on each side, over the no-op
-/// provider (the handler's own work) and the SDK (what recording costs).
+/// provider (the handler's own work) and the SDK (what recording costs),
+/// and over the no-op provider with the method learned through its
+/// service instead of registered.
 fn handler(c: &mut Criterion) {
     let provider = sdk();
     let noop_provider = NoopMeterProvider::new();
@@ -207,6 +232,7 @@ fn handler(c: &mut Criterion) {
     for (name, handler) in [
         ("noop_provider", metrics(&noop_provider)),
         ("sdk", metrics(&provider)),
+        ("noop_provider_learned", metrics_learned(&noop_provider)),
     ] {
         for side in [Side::Server, Side::Client] {
             let row = format!("{name}_{side:?}").to_lowercase();

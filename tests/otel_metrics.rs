@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use otel_support::{LATENCY, Point, SIZES, Sdk, histogram};
+use otel_support::{LATENCY, Point, SIZES, Sdk, attrs_of, histogram};
 use support::{
     EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, UnaryHandler, UnaryOnly,
     wait_until,
@@ -575,5 +575,65 @@ async fn otel_one_handler_shared_by_server_and_client() {
     assert_eq!(
         histogram(sdk.point("grpc.server.call.duration", &ended(UNARY, "OK"))).0,
         1
+    );
+}
+
+// ---- a server counts every call of a served method under its name ----
+
+#[tokio::test]
+async fn otel_streaming_method_proven_by_response_headers_alone() {
+    let (sdk, mut client, _) = registered_pair(EchoService).await;
+    // Bidi with no request message: the service reads nothing, but
+    // answers with response headers before its (empty) stream ends.
+    let echoes = replies(
+        client
+            .bidirectional_streaming_echo(tokio_stream::empty::<EchoRequest>())
+            .await,
+    )
+    .await;
+    assert!(echoes.is_empty());
+    wait_for_ends(&sdk, 1).await;
+
+    let bidi = "hotpath.echo.Echo/BidirectionalStreamingEcho";
+    assert_eq!(
+        sdk.counts("grpc.server.call.started"),
+        [(attrs_of(&[("grpc.method", bidi)]), 1)]
+    );
+    let (count, bytes, _) = histogram(sdk.point(
+        "grpc.server.call.rcvd_total_compressed_message_size",
+        &ended(bidi, "OK"),
+    ));
+    assert_eq!((count, bytes), (1, 0.0), "no request message was read");
+}
+
+#[tokio::test]
+async fn otel_every_call_of_a_served_method_is_started_once_under_its_name() {
+    let (sdk, client, _) = registered_pair(EchoService).await;
+    // The first calls run together, each unproven as it begins.
+    let first: Vec<_> = (0..4)
+        .map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { client.unary_echo(request("hi")).await })
+        })
+        .collect();
+    for call in first {
+        call.await.unwrap().unwrap();
+    }
+    let mut client = client;
+    for _ in 0..3 {
+        client.unary_echo(request("hi")).await.unwrap();
+    }
+    wait_for_ends(&sdk, 7).await;
+
+    assert_eq!(
+        sdk.counts("grpc.server.call.started"),
+        [(attrs_of(&[("grpc.method", UNARY)]), 7)]
+    );
+    assert_eq!(
+        sdk.counts("grpc.server.call.duration"),
+        [(
+            attrs_of(&[("grpc.method", UNARY), ("grpc.status", "OK")]),
+            7
+        )]
     );
 }

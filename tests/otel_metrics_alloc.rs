@@ -15,9 +15,11 @@ use stats_harness::{
     CountingAllocator, Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc,
     current_thread_runtime, layered_echo_routes,
 };
+use std::time::Instant;
+
 use tonic::Code;
 use tonic_hotpath::stats::otel::OtelMetrics;
-use tonic_hotpath::stats::{CombinedLayer, Side};
+use tonic_hotpath::stats::{CombinedLayer, End, RpcEvent, RpcInfo, Side, StatsHandler};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -114,4 +116,60 @@ fn otel_server_stack_adds_no_allocation_per_rpc() {
     );
     assert_eq!(registered, noop_handler);
     assert_eq!(other, noop_handler);
+}
+
+/// A server RPC to `method` that neither reads a message nor sends
+/// response headers (as tonic answers a made-up method: trailers-only
+/// `UNIMPLEMENTED`).
+fn unanswered_server_rpc(handler: &OtelMetrics, method: &str) {
+    let info = RpcInfo {
+        side: Side::Server,
+        method,
+        peer_addr: None,
+        local_addr: None,
+    };
+    let mut state = handler.tag_rpc(&info, None);
+    let begin = Instant::now();
+    handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin });
+    let end = End {
+        code: Code::Unimplemented,
+        message: "",
+        begin_time: begin,
+        end_time: Instant::now(),
+        error: None,
+    };
+    handler.handle_rpc(&mut state, &RpcEvent::End(end));
+}
+
+#[test]
+fn otel_unproven_server_rpcs_allocate_nothing_and_leave_nothing() {
+    let rt = current_thread_runtime();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
+    let long = format!("/pkg.Service/{}", "x".repeat(100));
+    for handler in [metrics(&NoopMeterProvider::new()), metrics(&provider)] {
+        let mut i = 0_u64;
+        let per_rpc = |method: &str| {
+            rt.block_on(allocations_per_call(RPCS, || {
+                unanswered_server_rpc(&handler, method);
+                std::future::ready(())
+            }))
+        };
+        // A made-up method under the registered service: its path is kept
+        // in the RPC's state, inline.
+        assert_eq!(per_rpc("/pkg.Service/MadeUp"), 0.0);
+        // Paths over 94 bytes are copied to the heap.
+        assert_eq!(per_rpc(&long), 1.0);
+        // Different names every time: still nothing kept.
+        let fresh = rt.block_on(allocations_per_call(RPCS, || {
+            i += 1;
+            let method = format!("/pkg.Service/MadeUp{i}");
+            unanswered_server_rpc(&handler, &method);
+            std::future::ready(())
+        }));
+        assert_eq!(fresh, 1.0, "the test's own format! only");
+        assert!(
+            format!("{handler:?}").contains("learned_methods: 0,"),
+            "{handler:?}"
+        );
+    }
 }

@@ -43,6 +43,9 @@ pub const SIZES: [f64; 14] = [
 
 pub type Attrs = BTreeMap<String, String>;
 
+/// Counts by attribute set, in the sets' order.
+pub type Counts = Vec<(Attrs, u64)>;
+
 /// One exported data point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Point {
@@ -108,6 +111,25 @@ impl Sdk {
         out
     }
 
+    /// Each data point of `name` as a count (a counter's value, a
+    /// histogram's count) with its attribute set, in the sets' order;
+    /// empty if nothing was recorded.
+    pub fn counts(&self, name: &str) -> Counts {
+        self.export().get(name).map_or_else(Vec::new, |exported| {
+            exported
+                .points
+                .iter()
+                .map(|(attrs, point)| {
+                    let count = match point {
+                        Point::Counter(n) => *n,
+                        Point::Histogram { count, .. } => *count,
+                    };
+                    (attrs.clone(), count)
+                })
+                .collect()
+        })
+    }
+
     /// The data point of `name` with exactly `attrs`.
     pub fn point(&self, name: &str, attrs: &[(&str, &str)]) -> Option<Point> {
         self.export()
@@ -118,7 +140,8 @@ impl Sdk {
     }
 }
 
-fn attrs_of(pairs: &[(&str, &str)]) -> Attrs {
+/// An attribute set from `(key, value)` pairs.
+pub fn attrs_of(pairs: &[(&str, &str)]) -> Attrs {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -2,8 +2,7 @@
 //! method by reference: recording a measurement clones no `KeyValue` and
 //! allocates nothing in this crate.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use opentelemetry::{Key, KeyValue, StringValue, Value};
 use tonic::Code;
@@ -50,7 +49,7 @@ pub(super) struct MethodAttrs {
 }
 
 impl MethodAttrs {
-    fn new(method: &Value, target: &Value) -> Self {
+    pub(super) fn new(method: &Value, target: &Value) -> Self {
         let method = KeyValue::new(METHOD, method.clone());
         let target = KeyValue::new(TARGET, target.clone());
         Self {
@@ -88,125 +87,13 @@ impl MethodAttrs {
     }
 }
 
-/// Decides whether a method or target is recorded as it is (A66's
-/// filters).
-pub(super) type NameFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
-
-/// Which methods are recorded as they are, and their attribute sets.
-pub(super) struct MethodTable {
-    /// Registered full method paths (`/pkg.Service/Method`): built once.
-    registered: HashMap<Box<str>, Arc<MethodAttrs>>,
-    /// Registered services: their methods are recorded as they are.
-    services: HashSet<Box<str>>,
-    /// Other methods the application chose to record as they are.
-    filter: Option<NameFilter>,
-    /// Attribute sets of methods accepted by `services` or `filter`, built
-    /// on an RPC's first sight of them, at most `max_learned` of them.
-    learned: RwLock<HashMap<Box<str>, Arc<MethodAttrs>>>,
-    max_learned: usize,
-    /// Everything else.
-    other: Arc<MethodAttrs>,
-    target: Value,
-}
-
-impl MethodTable {
-    /// `methods` are full paths with their leading `/`.
-    pub(super) fn new(
-        methods: impl IntoIterator<Item = String>,
-        services: impl IntoIterator<Item = String>,
-        filter: Option<NameFilter>,
-        max_learned: usize,
-        target: &str,
-    ) -> Self {
-        let target = shared(target);
-        let registered = methods
-            .into_iter()
-            .map(|path| {
-                let attrs = Arc::new(MethodAttrs::new(&method_value(&path), &target));
-                (path.into_boxed_str(), attrs)
-            })
-            .collect();
-        Self {
-            registered,
-            services: services.into_iter().map(String::into_boxed_str).collect(),
-            filter,
-            learned: RwLock::default(),
-            max_learned,
-            other: Arc::new(MethodAttrs::new(&Value::from(OTHER), &target)),
-            target,
-        }
-    }
-
-    /// The attribute sets for an RPC to `path` (as in the request,
-    /// `/pkg.Service/Method`).
-    pub(super) fn attrs(&self, path: &str) -> Arc<MethodAttrs> {
-        if let Some(attrs) = self.registered.get(path) {
-            return Arc::clone(attrs);
-        }
-        // A method learned earlier passed the test below then: on every
-        // later RPC of a registered service, one lookup instead of three.
-        if let Some(attrs) = self.read_learned().get(path) {
-            return Arc::clone(attrs);
-        }
-        if !self.recorded_as_is(path) {
-            return Arc::clone(&self.other);
-        }
-        let mut learned = self.learned.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(attrs) = learned.get(path) {
-            return Arc::clone(attrs);
-        }
-        if learned.len() >= self.max_learned {
-            return Arc::clone(&self.other);
-        }
-        let attrs = Arc::new(MethodAttrs::new(&method_value(path), &self.target));
-        learned.insert(path.into(), Arc::clone(&attrs));
-        attrs
-    }
-
-    fn recorded_as_is(&self, path: &str) -> bool {
-        service_of(path).is_some_and(|service| self.services.contains(service))
-            || self.filter.as_ref().is_some_and(|filter| filter(path))
-    }
-
-    fn read_learned(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Box<str>, Arc<MethodAttrs>>> {
-        self.learned.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(super) fn registered_len(&self) -> usize {
-        self.registered.len()
-    }
-
-    pub(super) fn learned_len(&self) -> usize {
-        self.read_learned().len()
-    }
-
-    pub(super) fn services(&self) -> impl Iterator<Item = &str> {
-        self.services.iter().map(AsRef::as_ref)
-    }
-
-    pub(super) fn has_filter(&self) -> bool {
-        self.filter.is_some()
-    }
-
-    pub(super) fn target(&self) -> &Value {
-        &self.target
-    }
-}
-
-/// The service of a full method path: `pkg.Service` of
-/// `/pkg.Service/Method`; `None` unless both parts are non-empty.
-pub(super) fn service_of(path: &str) -> Option<&str> {
-    let (service, method) = path.strip_prefix('/')?.split_once('/')?;
-    (!service.is_empty() && !method.is_empty() && !method.contains('/')).then_some(service)
-}
-
 /// `grpc.method`'s value: the path without its leading `/` (A66:
 /// `google.bigtable.v2.Bigtable/CheckAndMutateRow`).
-fn method_value(path: &str) -> Value {
+pub(super) fn method_value(path: &str) -> Value {
     shared(path.strip_prefix('/').unwrap_or(path))
 }
 
 /// A string value whose clones share one allocation.
-fn shared(text: &str) -> Value {
+pub(super) fn shared(text: &str) -> Value {
     Value::String(StringValue::from(Arc::<str>::from(text)))
 }

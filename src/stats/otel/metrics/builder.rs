@@ -7,11 +7,11 @@ use std::sync::Arc;
 use opentelemetry::metrics::Meter;
 
 use super::OtelMetrics;
-use super::attrs::{MethodTable, NameFilter, OTHER, service_of};
+use super::attrs::OTHER;
 use super::instruments::{ClientInstruments, ServerInstruments};
+use super::methods::{MethodTable, NameFilter, service_of};
 
-/// Methods first seen through a registered service or the method filter
-/// whose attribute sets are kept, by default.
+/// The bound on learned methods, by default.
 const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;
 
 /// Configures an [`OtelMetrics`] handler; made by [`OtelMetrics::builder`].
@@ -87,13 +87,25 @@ impl OtelMetricsBuilder {
     /// Records every method of `service` as it is: `pkg.Service`, as in a
     /// generated server's `SERVICE_NAME` or its `NamedService::NAME`.
     ///
-    /// A method of a registered service is recognised by its path alone,
-    /// so a client can make up method names under it (the service answers
-    /// `UNIMPLEMENTED`); the attribute sets of at most
-    /// [`with_max_learned_methods`](Self::with_max_learned_methods) such
-    /// methods are kept, and methods first seen after that are `other`.
+    /// The handler sees paths, not the methods a generated server
+    /// implements, so such a method is learned (gets its own attribute
+    /// sets) on the first RPC that shows it is real:
+    ///
+    /// - on a client, its first RPC (the application chooses what it
+    ///   calls);
+    /// - on a server, the first RPC whose service read a request message
+    ///   or answered with gRPC response headers that are not
+    ///   trailers-only.
+    ///   A made-up method under the service (answered `UNIMPLEMENTED`
+    ///   trailers-only by tonic's generated code), a call refused by a
+    ///   layer inside the stats layer, and a call the client cancels
+    ///   before either happens prove nothing: they are recorded as
+    ///   `other` and leave nothing in the handler, whatever a client
+    ///   sends first. See [`OtelMetrics`] for when such RPCs are counted
+    ///   as started.
+    ///
     /// Register full method paths with [`with_method`](Self::with_method)
-    /// where they are known.
+    /// where they are known: they need no proof.
     pub fn with_service(mut self, service: impl Into<String>) -> Self {
         self.services.push(service.into());
         self
@@ -101,9 +113,11 @@ impl OtelMetricsBuilder {
 
     /// Records a method that is not registered as it is when `filter`
     /// returns `true` for its full path (`/pkg.Service/Method`), A66's
-    /// override for generic methods. Called once per RPC to a method that
-    /// is not registered; methods it accepts count toward
-    /// [`with_max_learned_methods`](Self::with_max_learned_methods).
+    /// override for generic methods. Such methods are learned as those of
+    /// a registered service are ([`with_service`](Self::with_service):
+    /// on a server, once an RPC proves the method is served). Called for
+    /// RPCs to methods that are neither registered nor learned, at most
+    /// once per RPC.
     pub fn with_method_filter<F>(mut self, filter: F) -> Self
     where
         F: Fn(&str) -> bool + Send + Sync + 'static,
@@ -112,11 +126,14 @@ impl OtelMetricsBuilder {
         self
     }
 
-    /// How many methods first seen through [`with_service`](Self::with_service)
+    /// How many methods learned through [`with_service`](Self::with_service)
     /// or [`with_method_filter`](Self::with_method_filter) keep their own
-    /// attribute sets (default 1000); methods first seen after that are
-    /// recorded as `other`, which bounds the number of time series a
-    /// client can create.
+    /// attribute sets (default 1000); once that many are learned, further
+    /// methods are recorded as `other`. A safety bound on the handler's memory and on
+    /// the number of time series: a server learns only methods it was
+    /// seen to serve, so a client cannot fill it with made-up names, but
+    /// a server that answers any path (a proxy, a generic handler
+    /// accepted by the filter) or a client calling many methods can.
     pub fn with_max_learned_methods(mut self, max: usize) -> Self {
         self.max_learned_methods = max;
         self

@@ -1,19 +1,27 @@
 //! gRFC A66's metrics as a [`StatsHandler`].
 
+mod append_only;
 mod attrs;
 mod builder;
+mod evidence;
 mod instruments;
+mod methods;
+mod state;
+mod unproven;
 
 use std::fmt;
-use std::sync::Arc;
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::MeterProvider;
 
 use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
-use attrs::{MethodAttrs, MethodTable};
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
+use evidence::Evidence;
 use instruments::{ClientInstruments, ServerInstruments};
+use methods::{MethodTable, RecordedMethod};
+pub use state::MetricsRpcState;
+use state::RpcMethod;
+use unproven::UnprovenPath;
 
 /// gRPC's OpenTelemetry metrics (gRFC A66) for tonic servers and clients.
 ///
@@ -40,7 +48,7 @@ use instruments::{ClientInstruments, ServerInstruments};
 ///   100 s, sizes 0 to 4 GiB); an SDK view can replace them.
 /// - `grpc.method` is the method without its leading `/`
 ///   (`pkg.Service/Method`) for registered methods and `other` for the
-///   rest (see [`OtelMetricsBuilder`]); `grpc.status` is the code the
+///   rest (see below and [`OtelMetricsBuilder`]); `grpc.status` is the code the
 ///   application saw ([`End::code`](crate::stats::End::code)) by its
 ///   gRPC name (`OK`, `CANCELLED`, `DEADLINE_EXCEEDED`, ...);
 ///   `grpc.target` is [`OtelMetricsBuilder::with_target`].
@@ -53,11 +61,44 @@ use instruments::{ClientInstruments, ServerInstruments};
 ///   provider given to [`builder`](Self::builder); there is no fallback on
 ///   a global provider (A66).
 ///
+/// # Which methods have their own name
+///
+/// - Methods registered by full path
+///   ([`with_method`](OtelMetricsBuilder::with_method)): always, on both
+///   sides; their RPCs are counted as started at `Begin`.
+/// - Methods of a registered service
+///   ([`with_service`](OtelMetricsBuilder::with_service)) or accepted by
+///   the filter ([`with_method_filter`](OtelMetricsBuilder::with_method_filter))
+///   once learned, within
+///   [`with_max_learned_methods`](OtelMetricsBuilder::with_max_learned_methods).
+///   A client learns a method on its first RPC. A server learns it only
+///   once an RPC proves that the server serves it: the inner service read
+///   a request message (`InPayload`) or answered with gRPC response
+///   headers (`content-type: application/grpc...`) that are not
+///   trailers-only (`OutHeader`), which neither tonic's generated answer
+///   to an unknown method (`UNIMPLEMENTED`, trailers-only, body unread)
+///   nor a layer refusing the call (trailers-only, or a plain HTTP error)
+///   does, nor a call the client cancels before either.
+///   Until then, an RPC's `grpc.server.call.started` is deferred: counted
+///   under the method's name when the RPC proves it, or at `End` as
+///   `other` (under the method's name if another RPC proved it
+///   meanwhile); its other measurements, recorded at `End`, follow. So
+///   the first calls of such a method are counted as started when they
+///   prove it, not when they begin; later calls at `Begin`. Made-up
+///   method names cost a client nothing to send and the handler nothing
+///   to keep: an unproven path lives only in its RPC's state.
+/// - Everything else: `other`.
+///
+/// # Cost
+///
 /// The handler works on either side (it reads [`RpcInfo::side`]), so one
-/// instance may be shared by a server and a client layer. It asks for no
-/// payload times. Per RPC it looks its method up once and keeps the
-/// method's attribute sets, built in advance, in its [`MetricsRpcState`]:
-/// recording allocates nothing in this crate.
+/// instance may be shared by a server and a client layer (they share the
+/// learned methods and their bound). It asks for no payload times. Per
+/// RPC it looks its method up once (one hash of the path, then atomic
+/// loads: no lock, and no write to memory other RPCs use) and keeps a
+/// handle to the method's attribute sets, built in advance, in its
+/// [`MetricsRpcState`]: recording allocates nothing in this crate (an
+/// unproven server RPC's path longer than 94 bytes is copied to the heap).
 ///
 /// A server and a client over 127.0.0.1, their metrics read back from the
 /// SDK's in-memory exporter:
@@ -143,37 +184,6 @@ impl fmt::Debug for OtelMetrics {
     }
 }
 
-/// [`OtelMetrics`]' per-RPC state: the method's attribute sets and the
-/// message bytes sent and received so far. Stored inline by the layer
-/// (it is the handler's [`StatsHandler::RpcState`]); nothing to build by
-/// hand.
-///
-/// ```
-/// use tonic_hotpath::stats::StatsHandler;
-/// use tonic_hotpath::stats::otel::{MetricsRpcState, OtelMetrics};
-///
-/// fn state_of<H: StatsHandler<RpcState = MetricsRpcState>>(_: &H) {}
-/// # let metrics = OtelMetrics::builder(&opentelemetry::metrics::NoopMeterProvider::new()).build().unwrap();
-/// state_of(&metrics);
-/// ```
-#[derive(Default)]
-pub struct MetricsRpcState {
-    /// `None` only for a state the layer made without `tag_rpc`.
-    rpc: Option<(Side, Arc<MethodAttrs>)>,
-    sent: u64,
-    rcvd: u64,
-}
-
-impl fmt::Debug for MetricsRpcState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MetricsRpcState")
-            .field("side", &self.rpc.as_ref().map(|(side, _)| side))
-            .field("sent", &self.sent)
-            .field("rcvd", &self.rcvd)
-            .finish_non_exhaustive()
-    }
-}
-
 impl StatsHandler for OtelMetrics {
     type RpcState = MetricsRpcState;
     type ConnState = ();
@@ -181,23 +191,37 @@ impl StatsHandler for OtelMetrics {
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> MetricsRpcState {
         MetricsRpcState {
-            rpc: Some((info.side, self.methods.attrs(info.method))),
+            method: self.tag_method(info.side, info.method),
             sent: 0,
             rcvd: 0,
         }
     }
 
+    /// Records the RPC's measurements. On the server, the `Begin` of an
+    /// RPC whose method is not yet proven (see "Which methods have their
+    /// own name" on [`OtelMetrics`]) counts nothing: the RPC is counted
+    /// as started when an `InPayload` or a gRPC `OutHeader` proves its
+    /// method (under the method's name), or at `End` (as `other`, unless
+    /// another RPC proved the method meanwhile). So the first calls of a
+    /// method are counted as started when proven, not when they begin.
     fn handle_rpc(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) {
-        let Some((side, attrs)) = &state.rpc else {
+        if let RpcMethod::Unproven(path) = &state.method {
+            state.method = match Evidence::of(event) {
+                Evidence::None => return,
+                evidence => self.started_late(path, evidence),
+            };
+        }
+        let RpcMethod::Known { side, method } = state.method else {
             return;
         };
+        let attrs = self.methods.attrs(method);
         match event {
             RpcEvent::Begin { .. } => {
                 let started = match side {
                     Side::Server => &self.server.started,
                     Side::Client => &self.client.attempt_started,
                 };
-                started.add(1, attrs.started(*side));
+                started.add(1, attrs.started(side));
             }
             RpcEvent::OutPayload(payload) => {
                 state.sent = state.sent.saturating_add(u64::from(payload.length));
@@ -210,7 +234,7 @@ impl StatsHandler for OtelMetrics {
                     .end_time
                     .saturating_duration_since(end.begin_time)
                     .as_secs_f64();
-                let set = attrs.ended(*side, end.code);
+                let set = attrs.ended(side, end.code);
                 match side {
                     Side::Server => {
                         self.server.duration.record(seconds, set);
@@ -227,6 +251,41 @@ impl StatsHandler for OtelMetrics {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl OtelMetrics {
+    /// How an RPC to `path` on `side` is recorded, from its `Begin`.
+    #[inline]
+    fn tag_method(&self, side: Side, path: &str) -> RpcMethod {
+        let method = match self.methods.find(path) {
+            Some(found) => found,
+            None if self.methods.is_full() || !self.methods.accepts(path) => RecordedMethod::Other,
+            // The application chooses the methods it calls.
+            None if side == Side::Client => self.methods.learn(path),
+            // A client chooses the paths it calls: wait for the server.
+            None => return RpcMethod::Unproven(UnprovenPath::new(path)),
+        };
+        RpcMethod::Known { side, method }
+    }
+
+    /// Counts a server RPC to `path` as started, late, on `evidence`:
+    /// under the method's name if it is proven, by this RPC (learning it,
+    /// within the bound) or by another one; as `other` if not.
+    #[cold]
+    fn started_late(&self, path: &UnprovenPath, evidence: Evidence) -> RpcMethod {
+        let path = path.as_str();
+        let method = match (self.methods.find(path), evidence) {
+            (Some(found), _) => found,
+            (None, Evidence::Served) => self.methods.learn(path),
+            (None, _) => RecordedMethod::Other,
+        };
+        let attrs = self.methods.attrs(method).started(Side::Server);
+        self.server.started.add(1, attrs);
+        RpcMethod::Known {
+            side: Side::Server,
+            method,
         }
     }
 }
