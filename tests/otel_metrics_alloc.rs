@@ -122,22 +122,11 @@ fn otel_server_stack_adds_no_allocation_per_rpc() {
 /// response headers (as tonic answers a made-up method: trailers-only
 /// `UNIMPLEMENTED`).
 fn unanswered_server_rpc(handler: &OtelMetrics, method: &str) {
-    let info = RpcInfo {
-        side: Side::Server,
-        method,
-        peer_addr: None,
-        local_addr: None,
-    };
+    let info = RpcInfo::new(Side::Server, method);
     let mut state = handler.tag_rpc(&info, None);
     let begin = Instant::now();
     handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin });
-    let end = End {
-        code: Code::Unimplemented,
-        message: "",
-        begin_time: begin,
-        end_time: Instant::now(),
-        error: None,
-    };
+    let end = End::new(Code::Unimplemented, begin, Instant::now());
     handler.handle_rpc(&mut state, &RpcEvent::End(end));
 }
 
