@@ -49,11 +49,14 @@ pub struct Settings {
     pub rounds: usize,
 }
 
-/// A way of calling the health service: a key (for `SCALE_MODES`), the
-/// table's column label, and the run of one cell (N threads, RPCs per
-/// thread).
+/// A way of calling the health service: its names and the run of one
+/// cell (N threads, RPCs per thread).
 pub struct Mode {
+    /// The name `SCALE_MODES` takes.
     pub key: &'static str,
+    /// The column heading.
+    pub column: &'static str,
+    /// What it runs, for the legend.
     pub label: &'static str,
     run: Box<dyn Fn(usize, u64) -> Cell>,
 }
@@ -102,34 +105,66 @@ impl StatsHandler for CountEnds {
 pub fn modes(providers: &Providers) -> Vec<Mode> {
     let set_org_id = SetOrgIdLayer::new(OrgId::new(ORG_ID).expect("valid org id"));
     vec![
-        server("bare", "bare", Identity::new()),
         server(
-            "noop2",
-            "CombinedLayer, 2 no-op handlers",
+            ("bare", "bare", "no layer: the health routes alone"),
+            Identity::new(),
+        ),
+        server(
+            (
+                "noop2",
+                "2 no-op",
+                "CombinedLayer::server() with 2 no-op handlers",
+            ),
             CombinedLayer::server().with(Noop).with(Noop),
         ),
         server(
-            "count2",
-            "CombinedLayer, 2 counting handlers",
+            (
+                "count2",
+                "2 counting",
+                "CombinedLayer::server() with 2 handlers counting Ends in an AtomicU64 each",
+            ),
             CombinedLayer::server()
                 .with(CountEnds::default())
                 .with(CountEnds::default()),
         ),
         server(
-            "otel-sdk",
-            "OtelMetrics, SDK",
+            (
+                "otel-sdk",
+                "OtelMetrics SDK",
+                "OtelMetrics (A66) into the 0.33 SDK (periodic reader, in-memory exporter)",
+            ),
             CombinedLayer::server().with(otel_metrics(&providers.sdk)),
         ),
         server(
-            "otel-noop",
-            "OtelMetrics, no-op provider",
+            (
+                "otel-noop",
+                "OtelMetrics no-op",
+                "OtelMetrics over the no-op meter provider",
+            ),
             CombinedLayer::server().with(otel_metrics(&providers.noop)),
         ),
-        server("peer", "tonic-otel-layer 0.2", tonic_otel_layer()),
-        server("require-org", "RequireOrgIdLayer", RequireOrgIdLayer::new()),
+        server(
+            (
+                "peer",
+                "tonic-otel-layer",
+                "tonic-otel-layer 0.2 into the 0.32 SDK",
+            ),
+            tonic_otel_layer(),
+        ),
+        server(
+            (
+                "require-org",
+                "RequireOrgId",
+                "RequireOrgIdLayer (every server request carries x-scope-orgid)",
+            ),
+            RequireOrgIdLayer::new(),
+        ),
         service_mode(
-            "set-org",
-            "client: SetOrgIdLayer + OutgoingMetadataLayer",
+            (
+                "set-org",
+                "client SetOrgId",
+                "client side: SetOrgIdLayer over OutgoingMetadataLayer over the routes (no chain attached)",
+            ),
             ServiceBuilder::new()
                 .layer(set_org_id)
                 .layer(OutgoingMetadataLayer::new())
@@ -215,8 +250,11 @@ fn client_request(body: &Bytes) -> Request<Body> {
     request
 }
 
+/// A mode's key, column heading and description.
+type Names = (&'static str, &'static str, &'static str);
+
 /// A server mode: `layer` over the health routes, built once.
-fn server<L, B>(key: &'static str, label: &'static str, layer: L) -> Mode
+fn server<L, B>(names: Names, layer: L) -> Mode
 where
     L: Layer<Routes>,
     L::Service: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
@@ -224,12 +262,11 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    service_mode(key, label, layer.layer(health_routes()), server_request)
+    service_mode(names, layer.layer(health_routes()), server_request)
 }
 
 fn service_mode<S, B>(
-    key: &'static str,
-    label: &'static str,
+    (key, column, label): Names,
     service: S,
     request: fn(&Bytes) -> Request<Body>,
 ) -> Mode
@@ -241,6 +278,7 @@ where
 {
     Mode {
         key,
+        column,
         label,
         run: Box::new(move |threads, rpcs| run_cell(&service, request, threads, rpcs)),
     }
@@ -359,7 +397,7 @@ pub fn run(settings: &Settings, modes: &[Mode]) {
 
     let header = |first: &str| {
         std::iter::once(first.to_owned())
-            .chain(modes.iter().map(|m| m.label.to_owned()))
+            .chain(modes.iter().map(|m| m.column.to_owned()))
             .collect::<Vec<_>>()
     };
     let medians = |row: usize, f: fn(&Cell) -> f64| -> Vec<f64> {
@@ -386,6 +424,10 @@ pub fn run(settings: &Settings, modes: &[Mode]) {
                 )
                 .collect(),
         );
+    }
+    println!("\nIn process, the columns (SCALE_MODES keys in brackets):\n");
+    for mode in modes {
+        println!("- {} (`{}`): {}", mode.column, mode.key, mode.label);
     }
     println!(
         "\nIn process, thread CPU time per RPC, ns (ratio to bare at the same thread count); \

@@ -55,8 +55,11 @@ pub struct Settings {
 /// One mode's set-up: a label and the run of one window.
 struct Mode {
     label: &'static str,
-    run: Box<dyn FnMut(&Runtime, &Settings) -> Sample>,
+    run: Window,
 }
+
+/// Runs one measured window on the client's runtime.
+type Window = Box<dyn FnMut(&Runtime, &Settings) -> Sample>;
 
 /// One window's figures.
 #[derive(Debug, Clone, Copy)]
