@@ -311,33 +311,35 @@ pub fn run(settings: &Settings, providers: &Providers) {
         [
             "mode",
             "RPC/s",
-            "vs no layers",
+            "RPC/s vs no layers",
             "p50 µs",
             "p99 µs",
             "CPU µs/RPC (client + server)",
+            "CPU/RPC vs no layers",
         ]
         .map(str::to_owned)
         .to_vec(),
     );
     let micros = |d: Duration| d.as_nanos() as f64 / 1_000.0;
-    let bare = median(samples[0].iter().map(|s| s.rpc_per_s));
+    let change = |x: f64, bare: f64| format!("{:+.1} %", (x / bare - 1.0) * 100.0);
+    let rate = |samples: &[Sample]| median(samples.iter().map(|s| s.rpc_per_s));
+    let cpu = |samples: &[Sample]| median(samples.iter().map(|s| micros(s.cpu_per_rpc)));
+    let (bare_rate, bare_cpu) = (rate(&samples[0]), cpu(&samples[0]));
     for (m, (mode, samples)) in modes.iter().zip(&samples).enumerate() {
-        let rate = median(samples.iter().map(|s| s.rpc_per_s));
-        let overhead = if m == 0 {
-            "—".to_owned()
+        let (rate, cpu) = (rate(samples), cpu(samples));
+        let (rate_change, cpu_change) = if m == 0 {
+            ("—".to_owned(), "—".to_owned())
         } else {
-            format!("{:+.1} %", (rate / bare - 1.0) * 100.0)
+            (change(rate, bare_rate), change(cpu, bare_cpu))
         };
         table.row(vec![
             mode.label.to_owned(),
             spaced(rate),
-            overhead,
-            format!("{:.0}", median(samples.iter().map(|s| micros(s.p50)))),
-            format!("{:.0}", median(samples.iter().map(|s| micros(s.p99)))),
-            format!(
-                "{:.1}",
-                median(samples.iter().map(|s| micros(s.cpu_per_rpc)))
-            ),
+            rate_change,
+            spaced(median(samples.iter().map(|s| micros(s.p50)))),
+            spaced(median(samples.iter().map(|s| micros(s.p99)))),
+            format!("{cpu:.1}"),
+            cpu_change,
         ]);
     }
     println!(
