@@ -60,15 +60,7 @@ use std::time::Duration;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!(
-            "{}",
-            include_str!("scale.rs")
-                .lines()
-                .take_while(|l| l.starts_with("//!"))
-                .map(|l| l.trim_start_matches("//!").strip_prefix(' ').unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
+        print_help();
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` does not.
@@ -140,6 +132,16 @@ fn main() {
     }
     if parts.iter().any(|p| p == "loopback") {
         loopback::run(&loopback, &providers);
+    }
+}
+
+/// Prints this file's module docs (what runs, the knobs).
+fn print_help() {
+    for line in include_str!("scale.rs").lines() {
+        let Some(doc) = line.strip_prefix("//!") else {
+            break;
+        };
+        println!("{}", doc.strip_prefix(' ').unwrap_or(doc));
     }
 }
 
