@@ -1,0 +1,460 @@
+//! The in-process part: each layered service is built once over tonic's
+//! `Routes` with `tonic_health`'s service, then N OS threads (each with
+//! its own current-thread runtime, so no runtime is shared and none is
+//! what is measured) call `/grpc.health.v1.Health/Check` through it,
+//! cloning the service per request as hyper-util does
+//! (`service.clone().oneshot(request)`) and driving the response body to
+//! its trailers. Each thread reads its own CPU clock and context-switch
+//! counters around its calls (after a warm-up and a barrier that starts
+//! all threads together).
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, Request, Response};
+use opentelemetry::metrics::{MeterProvider, NoopMeterProvider};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
+use prost::Message;
+use tonic::body::Body;
+use tonic::service::Routes;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_hotpath::metadata::OutgoingMetadataLayer;
+use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
+use tonic_hotpath::tenant::{ORG_ID_HEADER, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
+use tower::layer::util::Identity;
+use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+
+use super::clock::{Spent, ThreadClock};
+use super::otel_support::sdk_provider;
+use super::stats_harness::{Noop, call_in_process};
+use super::table::{Table, median, spaced};
+
+/// The method every RPC calls.
+pub const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
+
+/// The org id tenant requests carry.
+pub const ORG_ID: &str = "team-a";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Thread counts, in the order run.
+    pub threads: Vec<usize>,
+    /// Timed RPCs per thread per cell.
+    pub rpcs: u64,
+    /// Rounds: every mode once per round, in an order rotated per round.
+    pub rounds: usize,
+}
+
+/// A way of calling the health service: its names and the run of one
+/// cell (N threads, RPCs per thread).
+pub struct Mode {
+    /// The name `SCALE_MODES` takes.
+    pub key: &'static str,
+    /// The column heading.
+    pub column: &'static str,
+    /// What it runs, for the legend.
+    pub label: &'static str,
+    run: Box<dyn Fn(usize, u64) -> Cell>,
+}
+
+/// The meter providers the OpenTelemetry modes record into; kept alive
+/// for the whole run.
+pub struct Providers {
+    sdk: SdkMeterProvider,
+    noop: NoopMeterProvider,
+}
+
+impl Providers {
+    pub fn new() -> Self {
+        Self {
+            sdk: sdk_provider(InMemoryMetricExporter::default()),
+            noop: NoopMeterProvider::new(),
+        }
+    }
+
+    /// The 0.33 SDK: a periodic reader (60 s interval, so no export runs
+    /// during a run) exporting to memory.
+    pub fn sdk(&self) -> &SdkMeterProvider {
+        &self.sdk
+    }
+}
+
+/// Counts `End`s in one atomic, the README's example handler shape (it
+/// keeps the default `PAYLOAD_TIMES`, as the README's does).
+#[derive(Debug, Default)]
+pub struct CountEnds {
+    ends: AtomicU64,
+}
+
+impl StatsHandler for CountEnds {
+    type RpcState = ();
+    type ConnState = ();
+
+    fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+        if let RpcEvent::End(_) = event {
+            self.ends.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Every mode, `bare` first (the baseline of the ratios).
+pub fn modes(providers: &Providers) -> Vec<Mode> {
+    let set_org_id = SetOrgIdLayer::new(OrgId::new(ORG_ID).expect("valid org id"));
+    vec![
+        server(
+            ("bare", "bare", "no layer: the health routes alone"),
+            Identity::new(),
+        ),
+        server(
+            (
+                "noop2",
+                "2 no-op",
+                "CombinedLayer::server() with 2 no-op handlers",
+            ),
+            CombinedLayer::server().with(Noop).with(Noop),
+        ),
+        server(
+            (
+                "count2",
+                "2 counting",
+                "CombinedLayer::server() with 2 handlers counting Ends in an AtomicU64 each",
+            ),
+            CombinedLayer::server()
+                .with(CountEnds::default())
+                .with(CountEnds::default()),
+        ),
+        server(
+            (
+                "otel-sdk",
+                "OtelMetrics SDK",
+                "OtelMetrics (A66) into the 0.33 SDK (periodic reader, in-memory exporter)",
+            ),
+            CombinedLayer::server().with(otel_metrics(&providers.sdk)),
+        ),
+        server(
+            (
+                "otel-noop",
+                "OtelMetrics no-op",
+                "OtelMetrics over the no-op meter provider",
+            ),
+            CombinedLayer::server().with(otel_metrics(&providers.noop)),
+        ),
+        server(
+            (
+                "peer",
+                "tonic-otel-layer",
+                "tonic-otel-layer 0.2 into the 0.32 SDK",
+            ),
+            tonic_otel_layer(),
+        ),
+        server(
+            (
+                "require-org",
+                "RequireOrgId",
+                "RequireOrgIdLayer (every server request carries x-scope-orgid)",
+            ),
+            RequireOrgIdLayer::new(),
+        ),
+        service_mode(
+            (
+                "set-org",
+                "client SetOrgId",
+                "client side: SetOrgIdLayer over OutgoingMetadataLayer over the routes (no chain attached)",
+            ),
+            ServiceBuilder::new()
+                .layer(set_org_id)
+                .layer(OutgoingMetadataLayer::new())
+                .service(health_transport()),
+            client_request,
+        ),
+    ]
+}
+
+/// `OtelMetrics` (gRFC A66) with the health method registered.
+pub fn otel_metrics(provider: &dyn MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(CHECK_PATH)
+        .build()
+        .expect("valid method path")
+}
+
+/// The crates.io peer, 0.2 (its newest), on the 0.32 SDK it is built for,
+/// set up as `benches/otel.rs` does.
+fn tonic_otel_layer() -> tonic_otel_layer::MetricsLayer {
+    use opentelemetry_sdk_0_32::metrics as m;
+    let provider = m::SdkMeterProvider::builder()
+        .with_reader(m::PeriodicReader::builder(m::InMemoryMetricExporter::default()).build())
+        .build();
+    tonic_otel_layer::MetricsLayerBuilder::new()
+        .with_provider(provider)
+        .build()
+}
+
+/// The health service's `Routes`, as tonic builds them below its own
+/// layers (the service reports `SERVING` for `""`).
+pub fn health_routes() -> Routes {
+    let (_reporter, service) = tonic_health::server::health_reporter();
+    Routes::new(service)
+}
+
+/// The health routes standing in for a client `Channel` (their error
+/// boxed, as a client transport's is).
+fn health_transport()
+-> impl Service<Request<Body>, Response = Response<Body>, Error = BoxError, Future: Send> + Clone + Send
+{
+    ServiceExt::<Request<Body>>::map_err(health_routes(), BoxError::from)
+}
+
+/// One length-prefixed `HealthCheckRequest` for `""` (the server as a
+/// whole) as a gRPC request body.
+fn check_body() -> Bytes {
+    let request = HealthCheckRequest::default();
+    let mut wire = BytesMut::with_capacity(5 + request.encoded_len());
+    wire.put_u8(0);
+    wire.put_u32(request.encoded_len() as u32);
+    request
+        .encode(&mut wire)
+        .expect("encode into a sized buffer");
+    wire.freeze()
+}
+
+/// A health check as tonic's server hands it to user layers: every server
+/// mode gets the same request, `x-scope-orgid` included (its value copied,
+/// as h2 decodes it off the wire).
+fn server_request(body: &Bytes) -> Request<Body> {
+    let mut request = client_request(body);
+    request.headers_mut().insert(
+        ORG_ID_HEADER,
+        HeaderValue::from_bytes(ORG_ID.as_bytes()).expect("valid header value"),
+    );
+    request
+}
+
+/// A health check as client layers see it below a generated client: no
+/// org id (the layer stamps it), the method in the extensions.
+fn client_request(body: &Bytes) -> Request<Body> {
+    let mut request = Request::builder()
+        .method(http::Method::POST)
+        .uri(CHECK_PATH)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Body::new(http_body_util::Full::new(body.clone())))
+        .expect("valid request");
+    request
+        .extensions_mut()
+        .insert(tonic::GrpcMethod::new("grpc.health.v1.Health", "Check"));
+    request
+}
+
+/// A mode's key, column heading and description.
+type Names = (&'static str, &'static str, &'static str);
+
+/// A server mode: `layer` over the health routes, built once.
+fn server<L, B>(names: Names, layer: L) -> Mode
+where
+    L: Layer<Routes>,
+    L::Service: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    <L::Service as Service<Request<Body>>>::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    service_mode(names, layer.layer(health_routes()), server_request)
+}
+
+fn service_mode<S, B>(
+    (key, column, label): Names,
+    service: S,
+    request: fn(&Bytes) -> Request<Body>,
+) -> Mode
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    Mode {
+        key,
+        column,
+        label,
+        run: Box::new(move |threads, rpcs| run_cell(&service, request, threads, rpcs)),
+    }
+}
+
+/// One cell: `threads` threads, each with its clone of `service` (as each
+/// connection holds one), `rpcs` timed calls each.
+fn run_cell<S, B>(
+    service: &S,
+    request: fn(&Bytes) -> Request<Body>,
+    threads: usize,
+    rpcs: u64,
+) -> Cell
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let ready = Barrier::new(threads);
+    let spent: Vec<Spent> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let service = service.clone();
+                let ready = &ready;
+                scope.spawn(move || calls(service, request, rpcs, ready))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("bench thread"))
+            .collect()
+    });
+    Cell::of(&spent, rpcs)
+}
+
+/// One thread's part of a cell: a warm-up (every reply checked), the
+/// barrier, then `rpcs` timed calls.
+fn calls<S, B>(
+    service: S,
+    request: fn(&Bytes) -> Request<Body>,
+    rpcs: u64,
+    ready: &Barrier,
+) -> Spent
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let body = check_body();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for _ in 0..(rpcs / 10).clamp(100, 2_000) {
+            let status = call_in_process(&service, request(&body)).await;
+            assert_eq!(status, Some(0), "the health check answers OK");
+        }
+        ready.wait();
+        let clock = ThreadClock::now();
+        for _ in 0..rpcs {
+            black_box(call_in_process(&service, request(&body)).await);
+        }
+        clock.elapsed()
+    })
+}
+
+/// One cell's figures, per RPC over all its threads.
+#[derive(Debug, Clone, Copy)]
+pub struct Cell {
+    /// Thread CPU time per RPC (ns).
+    cpu_ns: f64,
+    /// Wall time per RPC of one thread (ns): CPU time plus time blocked or
+    /// preempted.
+    wall_ns: f64,
+    /// Voluntary context switches per 1 000 RPCs.
+    voluntary: f64,
+    /// Involuntary context switches per 1 000 RPCs.
+    involuntary: f64,
+}
+
+impl Cell {
+    fn of(spent: &[Spent], rpcs_per_thread: u64) -> Self {
+        let rpcs = (rpcs_per_thread * spent.len() as u64) as f64;
+        let sum = |f: fn(&Spent) -> f64| spent.iter().map(f).sum::<f64>();
+        Self {
+            cpu_ns: sum(|s| s.cpu.as_nanos() as f64) / rpcs,
+            wall_ns: sum(|s| s.wall.as_nanos() as f64) / rpcs,
+            voluntary: sum(|s| s.voluntary_switches as f64) * 1_000.0 / rpcs,
+            involuntary: sum(|s| s.involuntary_switches as f64) * 1_000.0 / rpcs,
+        }
+    }
+}
+
+/// Runs every mode at every thread count, `rounds` times, the modes
+/// interleaved within a round (their order rotated by one each round),
+/// and prints the tables: the median over rounds per cell.
+pub fn run(settings: &Settings, modes: &[Mode]) {
+    let mut cells =
+        vec![vec![Vec::with_capacity(settings.rounds); modes.len()]; settings.threads.len()];
+    for (row, &threads) in settings.threads.iter().enumerate() {
+        for round in 0..settings.rounds {
+            for i in 0..modes.len() {
+                let m = (i + round) % modes.len();
+                cells[row][m].push((modes[m].run)(threads, settings.rpcs));
+            }
+        }
+        let bare = median(cells[row][0].iter().map(|c| c.cpu_ns));
+        eprintln!(
+            "scale: {threads} thread(s) done ({} rounds; bare {} ns/RPC)",
+            settings.rounds,
+            spaced(bare)
+        );
+    }
+
+    let header = |first: &str| {
+        std::iter::once(first.to_owned())
+            .chain(modes.iter().map(|m| m.column.to_owned()))
+            .collect::<Vec<_>>()
+    };
+    let medians = |row: usize, f: fn(&Cell) -> f64| -> Vec<f64> {
+        cells[row].iter().map(|c| median(c.iter().map(f))).collect()
+    };
+
+    let mut cpu = Table::new(header("threads"));
+    let mut wall = Table::new(header("threads"));
+    let mut switches = Table::new(header("threads"));
+    for (row, &threads) in settings.threads.iter().enumerate() {
+        let cpu_ns = medians(row, |c| c.cpu_ns);
+        let wall_ns = medians(row, |c| c.wall_ns);
+        let voluntary = medians(row, |c| c.voluntary);
+        let involuntary = medians(row, |c| c.involuntary);
+        cpu.row(ratio_row(threads, &cpu_ns));
+        wall.row(ratio_row(threads, &wall_ns));
+        switches.row(
+            std::iter::once(threads.to_string())
+                .chain(
+                    voluntary
+                        .iter()
+                        .zip(&involuntary)
+                        .map(|(v, i)| format!("{v:.1} ({i:.1})")),
+                )
+                .collect(),
+        );
+    }
+    println!("\nIn process, the columns (SCALE_MODES keys in brackets):\n");
+    for mode in modes {
+        println!("- {} (`{}`): {}", mode.column, mode.key, mode.label);
+    }
+    println!(
+        "\nIn process, thread CPU time per RPC, ns (ratio to bare at the same thread count); \
+         median of {} rounds of {} RPCs per thread:\n",
+        settings.rounds,
+        spaced(settings.rpcs as f64)
+    );
+    cpu.print();
+    println!("\nIn process, wall time per RPC of one thread, ns (ratio to bare):\n");
+    wall.print();
+    println!(
+        "\nIn process, context switches per 1 000 RPCs: voluntary (the thread blocked) \
+         and, in brackets, involuntary (preempted):\n"
+    );
+    switches.print();
+}
+
+/// `threads`, then each figure with its ratio to the first (bare).
+fn ratio_row(threads: usize, figures: &[f64]) -> Vec<String> {
+    let bare = figures[0];
+    std::iter::once(threads.to_string())
+        .chain(figures.iter().enumerate().map(|(i, &x)| {
+            if i == 0 {
+                spaced(x)
+            } else {
+                format!("{} ({:.2}×)", spaced(x), x / bare)
+            }
+        }))
+        .collect()
+}
