@@ -12,7 +12,8 @@ use tonic::Code;
 use super::StatsHandler;
 use super::context::RpcContext;
 use super::event::{Direction, Payload, RpcError};
-use super::frame::{FrameDecoder, FrameHeader};
+use super::frame::FrameDecoder;
+use super::messages::{BodyEncoding, BodyMessages};
 use super::pool::RecordRef;
 use super::recorder::RpcEvents;
 use super::status::transport_error_code;
@@ -32,7 +33,7 @@ pin_project! {
         // `None` once this body has given the record up: the response body
         // does at trailers, end of stream or error (the RPC has ended).
         recorder: Option<RecordRef<H>>,
-        decoder: FrameDecoder,
+        messages: BodyMessages,
         direction: Direction,
         ends_rpc: bool,
         // Server response body: the context its frames are produced in
@@ -57,13 +58,14 @@ impl<B, H: StatsHandler> std::fmt::Debug for ObservedBody<B, H> {
         f.debug_struct("ObservedBody")
             .field("direction", &self.direction)
             .field("ends_rpc", &self.ends_rpc)
-            .field("decoder", &self.decoder)
+            .field("messages", &self.messages)
             .finish_non_exhaustive()
     }
 }
 
 impl<B, H: StatsHandler> ObservedBody<B, H> {
-    /// A body whose messages are reported in `direction`; the response body
+    /// A body whose messages, compressed with `encoding` (its
+    /// `grpc-encoding`), are reported in `direction`; the response body
     /// (`ends_rpc`) also completes the RPC. The message length limit
     /// applies to the messages this side receives only: tonic limits what
     /// it decodes (4 MiB by default), not what it sends.
@@ -71,6 +73,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
         inner: B,
         recorder: RecordRef<H>,
         direction: Direction,
+        encoding: BodyEncoding,
         ends_rpc: bool,
     ) -> Self {
         let limit = match direction {
@@ -79,7 +82,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
         };
         Self {
             inner,
-            decoder: FrameDecoder::with_max_message_len(limit),
+            messages: BodyMessages::new(limit, encoding),
             recorder: Some(recorder),
             direction,
             ends_rpc,
@@ -92,7 +95,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     pub(crate) fn passthrough(inner: B) -> Self {
         Self {
             inner,
-            decoder: FrameDecoder::new(),
+            messages: BodyMessages::default(),
             recorder: None,
             direction: Direction::Inbound,
             ends_rpc: false,
@@ -139,11 +142,11 @@ where
             match result {
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
-                        observe_data(recorder, this.decoder, data, direction);
+                        observe_data(recorder, this.messages, data, direction);
                     } else if let Some(trailers) = frame.trailers_ref()
                         && *this.ends_rpc
                     {
-                        let error = framing_error_at_end(this.decoder, direction);
+                        let error = framing_error_at_end(this.messages.decoder(), direction);
                         if let Some(recorder) = this.recorder.take() {
                             recorder.close(|rpc| rpc.trailers_then_end(trailers, error));
                         }
@@ -152,8 +155,13 @@ where
                 Some(Err(error)) => body_failed(this.recorder, error, direction, *this.ends_rpc),
                 // A request body that ends on a message boundary has
                 // nothing to report.
-                None if !*this.ends_rpc && this.decoder.is_idle() => {}
-                None => body_complete(this.recorder, this.decoder, direction, *this.ends_rpc),
+                None if !*this.ends_rpc && this.messages.decoder().is_idle() => {}
+                None => body_complete(
+                    this.recorder,
+                    this.messages.decoder(),
+                    direction,
+                    *this.ends_rpc,
+                ),
             }
         }
         poll
@@ -174,19 +182,15 @@ where
 #[inline(always)]
 fn observe_data<H: StatsHandler>(
     recorder: &mut RecordRef<H>,
-    decoder: &mut FrameDecoder,
+    messages: &mut BodyMessages,
     data: &Bytes,
     direction: Direction,
 ) {
-    if let Some(header) = decoder.single_message(data) {
-        recorder.with(|rpc| {
-            rpc.payload(
-                direction,
-                payload_of(header, RpcEvents::<H>::payload_time()),
-            )
-        });
-    } else if !decoder.skip_inside_message(data.len()) {
-        observe_chunk(recorder, decoder, data, direction);
+    if let Some(message) = messages.single_message(data, direction) {
+        let time = RpcEvents::<H>::payload_time();
+        recorder.with(|rpc| message_event(rpc, direction, message, time));
+    } else if !messages.skip_inside_message(data) {
+        observe_chunk(recorder, messages, data, direction);
     }
 }
 
@@ -196,15 +200,15 @@ fn observe_data<H: StatsHandler>(
 #[inline(never)]
 fn observe_chunk<H: StatsHandler>(
     recorder: &mut RecordRef<H>,
-    decoder: &mut FrameDecoder,
+    messages: &mut BodyMessages,
     data: &Bytes,
     direction: Direction,
 ) {
     recorder.with(|rpc| {
         let mut time = None;
-        let decoded = decoder.push(data, |header| {
+        let decoded = messages.push(data, direction, |message| {
             let time = *time.get_or_insert_with(RpcEvents::<H>::payload_time);
-            rpc.payload(direction, payload_of(header, time));
+            message_event(rpc, direction, message, time);
         });
         if let Err(error) = decoded {
             rpc.record_body_error(direction, RpcError::Frame { direction, error });
@@ -212,10 +216,19 @@ fn observe_chunk<H: StatsHandler>(
     });
 }
 
-/// The payload event of a whole message.
+/// One whole message: its payload event, or the error its receiver
+/// reports for it (no payload event then).
 #[inline(always)]
-fn payload_of(header: FrameHeader, time: Option<std::time::Instant>) -> Payload {
-    Payload::new(header.length, header.length, header.compressed).with_time(time)
+fn message_event<H: StatsHandler>(
+    rpc: &mut RpcEvents<'_, H>,
+    direction: Direction,
+    message: Result<Payload, RpcError>,
+    time: Option<std::time::Instant>,
+) {
+    match message {
+        Ok(payload) => rpc.payload(direction, payload.with_time(time)),
+        Err(error) => rpc.record_body_error(direction, error),
+    }
 }
 
 /// The body failed: its error ends the RPC on the response body, or is

@@ -37,6 +37,15 @@ impl FrameHeader {
     }
 }
 
+/// What [`FrameDecoder::push_with_bodies`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FrameEvent {
+    /// Bytes of the message with this header: a range of the chunk.
+    Body(FrameHeader, std::ops::Range<usize>),
+    /// The message with this header is complete.
+    Message(FrameHeader),
+}
+
 /// Malformed gRPC framing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -156,34 +165,54 @@ impl FrameDecoder {
     /// last byte is inside it, in order.
     pub fn push(
         &mut self,
-        mut chunk: &[u8],
-        mut on_message: impl FnMut(FrameHeader),
+        chunk: &[u8],
+        on_message: impl FnMut(FrameHeader),
+    ) -> Result<(), FrameError> {
+        let mut on_message = on_message;
+        self.push_with_bodies(chunk, |event| {
+            if let FrameEvent::Message(header) = event {
+                on_message(header);
+            }
+        })
+    }
+
+    /// As [`push`](Self::push), also reporting each run of message bytes in
+    /// `chunk` ([`FrameEvent::Body`], before that message's
+    /// [`FrameEvent::Message`]): what a caller keeps to decompress a
+    /// compressed message.
+    pub(crate) fn push_with_bodies(
+        &mut self,
+        chunk: &[u8],
+        mut on_event: impl FnMut(FrameEvent),
     ) -> Result<(), FrameError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
-        while !chunk.is_empty() {
+        let mut at = 0;
+        while at < chunk.len() {
+            let rest = &chunk[at..];
             if self.body_remaining > 0 {
-                let skip = chunk.len().min(self.body_remaining as usize);
+                let skip = rest.len().min(self.body_remaining as usize);
                 // `skip` <= body_remaining, which is a u32.
                 self.body_remaining -= skip as u32;
-                chunk = &chunk[skip..];
+                on_event(FrameEvent::Body(self.current, at..at + skip));
+                at += skip;
                 if self.body_remaining == 0 {
-                    on_message(self.current);
+                    on_event(FrameEvent::Message(self.current));
                 }
                 continue;
             }
-            let prefix = match (self.prefix_filled, chunk.first_chunk::<PREFIX_LEN>()) {
+            let prefix = match (self.prefix_filled, rest.first_chunk::<PREFIX_LEN>()) {
                 // Fast path: a whole prefix in this chunk.
                 (0, Some(prefix)) => {
-                    chunk = &chunk[PREFIX_LEN..];
+                    at += PREFIX_LEN;
                     *prefix
                 }
                 _ => {
                     let filled = usize::from(self.prefix_filled);
-                    let take = chunk.len().min(PREFIX_LEN - filled);
-                    self.prefix[filled..filled + take].copy_from_slice(&chunk[..take]);
-                    chunk = &chunk[take..];
+                    let take = rest.len().min(PREFIX_LEN - filled);
+                    self.prefix[filled..filled + take].copy_from_slice(&rest[..take]);
+                    at += take;
                     self.prefix_filled += take as u8;
                     if usize::from(self.prefix_filled) < PREFIX_LEN {
                         continue;
@@ -196,13 +225,18 @@ impl FrameDecoder {
                 self.failed = Some(error.clone());
             })?;
             if header.length == 0 {
-                on_message(header);
+                on_event(FrameEvent::Message(header));
             } else {
                 self.current = header;
                 self.body_remaining = header.length;
             }
         }
         Ok(())
+    }
+
+    /// The longest message this decoder accepts.
+    pub(crate) fn max_message_len(&self) -> u32 {
+        self.max_message_len
     }
 
     /// The header of the one whole message `chunk` holds, when the decoder
@@ -221,18 +255,19 @@ impl FrameDecoder {
     }
 
     /// Consumes a chunk that lies inside the current message's bytes and
-    /// does not complete it (nothing to report), if it does; `false`
-    /// (nothing consumed) otherwise.
+    /// does not complete it (nothing to report), if it does, and returns
+    /// that message's header; `None` (nothing consumed) otherwise.
     #[inline]
-    pub(crate) fn skip_inside_message(&mut self, len: usize) -> bool {
+    pub(crate) fn skip_inside_message(&mut self, len: usize) -> Option<FrameHeader> {
         let inside = self.prefix_filled == 0
             && self.failed.is_none()
             && usize::try_from(self.body_remaining).is_ok_and(|remaining| remaining > len);
-        if inside {
-            // `len` <= body_remaining, which is a u32.
-            self.body_remaining -= len as u32;
+        if !inside {
+            return None;
         }
-        inside
+        // `len` <= body_remaining, which is a u32.
+        self.body_remaining -= len as u32;
+        Some(self.current)
     }
 
     #[inline]
@@ -325,7 +360,7 @@ mod tests {
                     assert_eq!(state(&after), state(start), "stays on the boundary");
                 }
                 let mut skipped = start.clone();
-                if skipped.skip_inside_message(chunk.len()) {
+                if skipped.skip_inside_message(chunk.len()).is_some() {
                     assert!(seen.is_empty(), "{start:?} {chunk:?}");
                     assert_eq!(state(&skipped), state(&after));
                 } else {

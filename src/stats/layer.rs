@@ -24,6 +24,7 @@ use super::event::{Direction, RpcError, RpcInfo, Side};
 use super::frame::DEFAULT_MAX_MESSAGE_LEN;
 use super::headers::{AcceptedEncodings, GRPC_ENCODING, find, is_grpc};
 use super::link::{ConnLink, LinkedConn};
+use super::messages::BodyEncoding;
 use super::pool::{LayerShared, PoolOwner, RecordRef};
 use super::recorder::RpcRecorder;
 use super::registry::{ConnKey, ConnRegistry, needs_conn_state};
@@ -391,7 +392,8 @@ where
             conn.as_ref().map(ConnTag::state),
             &mut parts.headers,
         );
-        let body = ObservedBody::new(body, recorder.share(), Direction::Inbound, false);
+        let encoding = BodyEncoding::of(&parts.headers);
+        let body = ObservedBody::new(body, recorder.share(), Direction::Inbound, encoding, false);
         let request = Request::from_parts(parts, body);
         let inner = {
             let _entered = context.enter::<H>();
@@ -440,10 +442,12 @@ where
             &mut parts.headers,
         );
         let accepted = AcceptedEncodings::of_request(&parts.headers);
+        let encoding = BodyEncoding::of(&parts.headers);
         let body = tonic::body::Body::new(ObservedBody::new(
             body,
             recorder.share(),
             Direction::Outbound,
+            encoding,
             false,
         ));
         ResponseFuture::observing(
@@ -584,9 +588,10 @@ where
                     rpc.response_headers(response.status(), response.headers(), body_is_empty)
                 });
                 let direction = recorder.response_direction();
+                let encoding = BodyEncoding::of(response.headers());
                 let context = std::mem::take(this.context);
                 Poll::Ready(Ok(response.map(|body| {
-                    ObservedBody::new(body, recorder, direction, true).in_context(context)
+                    ObservedBody::new(body, recorder, direction, encoding, true).in_context(context)
                 })))
             }
             Err(error) => {

@@ -157,6 +157,7 @@ mod headers;
 mod incoming;
 mod layer;
 mod link;
+mod messages;
 #[cfg(feature = "otel")]
 pub mod otel;
 mod pool;
