@@ -41,9 +41,8 @@ pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 ///   attributes (`Client`, `FailFast`, `previous-rpc-attempts`,
 ///   `transparent-retry`) and one event per message: `Outbound message` /
 ///   `Inbound message` with `sequence-number` (counted from 0 per
-///   direction) and `message-size`. For a compressed message the layer
-///   only sees the compressed size, reported as `message-size-compressed`
-///   instead.
+///   direction), `message-size` (uncompressed) and, for a compressed
+///   message, `message-size-compressed` (on the wire).
 /// - Every span ends with the RPC: status `Ok` for `OK`, otherwise `Error`
 ///   with the status message (or, when there is none, what ended the RPC,
 ///   e.g. the cancellation), as grpc-go does.
@@ -333,20 +332,21 @@ fn span_name(prefix: &str, method: &str) -> String {
     name
 }
 
-/// Adds one message event and advances that direction's sequence number.
+/// Adds one message event and advances that direction's sequence number:
+/// `message-size` is the uncompressed size, and `message-size-compressed`
+/// is added when the size on the wire differs (grpc-go's
+/// `stats/opentelemetry/trace.go`).
 fn message_event(span: &Context, name: &'static str, sequence: &mut i64, payload: &Payload) {
-    let size_key = if payload.compressed {
-        "message-size-compressed"
-    } else {
-        "message-size"
-    };
-    span.span().add_event(
-        name,
-        vec![
-            KeyValue::new("sequence-number", *sequence),
-            KeyValue::new(size_key, i64::from(payload.length)),
-        ],
-    );
+    let mut attributes = Vec::with_capacity(3);
+    attributes.push(KeyValue::new("sequence-number", *sequence));
+    attributes.push(KeyValue::new("message-size", i64::from(payload.length)));
+    if payload.compressed_length != payload.length {
+        attributes.push(KeyValue::new(
+            "message-size-compressed",
+            i64::from(payload.compressed_length),
+        ));
+    }
+    span.span().add_event(name, attributes);
     *sequence += 1;
 }
 

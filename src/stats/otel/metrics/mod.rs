@@ -224,10 +224,14 @@ impl StatsHandler for OtelMetrics {
                 started.add(1, attrs.started(side));
             }
             RpcEvent::OutPayload(payload) => {
-                state.sent = state.sent.saturating_add(u64::from(payload.length));
+                state.sent = state
+                    .sent
+                    .saturating_add(u64::from(payload.compressed_length));
             }
             RpcEvent::InPayload(payload) => {
-                state.rcvd = state.rcvd.saturating_add(u64::from(payload.length));
+                state.rcvd = state
+                    .rcvd
+                    .saturating_add(u64::from(payload.compressed_length));
             }
             RpcEvent::End(end) => {
                 let seconds = end

@@ -1,0 +1,284 @@
+//! Compressed messages through `CombinedLayer` (issue #18 items 3 and 5),
+//! over a real tonic server and client on 127.0.0.1 with gzip, deflate
+//! and zstd on both sides: every payload event carries the uncompressed
+//! length and the length on the wire, as grpc-go's `InPayload` /
+//! `OutPayload` do; a message that cannot be decompressed is an error on
+//! `End` with the code its receiver gave, not a size.
+
+mod compression_support;
+mod h2_reply;
+mod stacks;
+mod stats_events;
+mod support;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use h2_reply::Reply;
+use prost::Message;
+use stacks::compress::{ENCODINGS, compressing_client, compressing_routes, message_of_size};
+use stats_events::EventLog;
+use support::{EchoRequest, EchoService};
+use tonic::Code;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::Server;
+use tonic_hotpath::stats::compression::Encoding;
+use tonic_hotpath::stats::{CombinedLayer, CompressionError, Direction, Payload, RpcError};
+use tower::ServiceBuilder;
+
+/// The crate's name for tonic's encoding.
+fn ours(encoding: CompressionEncoding) -> Encoding {
+    match encoding {
+        CompressionEncoding::Gzip => Encoding::Gzip,
+        CompressionEncoding::Deflate => Encoding::Deflate,
+        CompressionEncoding::Zstd => Encoding::Zstd,
+        other => panic!("an encoding this test does not know: {other:?}"),
+    }
+}
+
+/// The payload of an echo message of `message` sent compressed with
+/// `encoding`, as tonic compresses it.
+fn compressed_payload(encoding: CompressionEncoding, message: &str) -> Payload {
+    let encoded = EchoRequest {
+        message: message.to_owned(),
+    }
+    .encode_to_vec();
+    let compressed = compression_support::compress(ours(encoding), &encoded);
+    Payload::compressed(encoded.len() as u32, compressed.len() as u32)
+}
+
+/// An echo server that accepts and sends every encoding, and a client that
+/// compresses with `encoding`, each behind a stats layer that logs.
+async fn compressing_pair(
+    encoding: CompressionEncoding,
+) -> (
+    Arc<EventLog>,
+    Arc<EventLog>,
+    support::EchoClient<
+        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<EventLog>>,
+    >,
+) {
+    let server_log = Arc::new(EventLog::default());
+    let (addr, incoming) = support::bind().await;
+    let server = CombinedLayer::server().with(Arc::clone(&server_log));
+    stacks::serve(
+        Server::builder(),
+        server.clone(),
+        compressing_routes(EchoService),
+        server.incoming(incoming),
+    );
+    let client_log = Arc::new(EventLog::default());
+    let layered = ServiceBuilder::new()
+        .layer(CombinedLayer::client().with(Arc::clone(&client_log)))
+        .service(support::connect(addr).await);
+    (
+        server_log,
+        client_log,
+        compressing_client(layered, encoding),
+    )
+}
+
+/// Item 3: a 64 KiB message, and a 1 MiB one (many chunks on the wire),
+/// each way, in every encoding: both sides report the uncompressed length
+/// and the exact compressed length.
+#[tokio::test]
+async fn compressed_messages_report_both_lengths_on_both_sides() {
+    for encoding in ENCODINGS {
+        let (server_log, client_log, mut client) = compressing_pair(encoding).await;
+        for size in [64 * 1024, 1024 * 1024] {
+            let reply = client
+                .unary_echo(EchoRequest {
+                    message: message_of_size(size),
+                })
+                .await
+                .unwrap();
+            let sent_as = reply
+                .metadata()
+                .get("grpc-encoding")
+                .unwrap()
+                .to_str()
+                .unwrap();
+            assert_eq!(sent_as, encoding.to_string());
+        }
+        server_log.wait_for_ends(2).await;
+        client_log.wait_for_ends(2).await;
+        let expected: Vec<Payload> = [64 * 1024, 1024 * 1024]
+            .iter()
+            .map(|&size| compressed_payload(encoding, &message_of_size(size)))
+            .collect();
+        for payload in &expected {
+            assert!(payload.compressed_length < payload.length, "{payload:?}");
+        }
+        let in_then_out = |log: &EventLog, inbound_first: bool| -> Vec<Payload> {
+            let payloads = log.payloads();
+            assert!(
+                payloads.chunks(2).all(|pair| pair[0].0 == inbound_first),
+                "{encoding:?}: {payloads:?}"
+            );
+            payloads.into_iter().map(|(_, payload)| payload).collect()
+        };
+        let each_twice: Vec<Payload> = expected.iter().flat_map(|p| [*p, *p]).collect();
+        assert_eq!(
+            in_then_out(&server_log, true),
+            each_twice,
+            "{encoding:?} server"
+        );
+        assert_eq!(
+            in_then_out(&client_log, false),
+            each_twice,
+            "{encoding:?} client"
+        );
+        let codes: Vec<Code> = client_log.ends().into_iter().map(|end| end.0).collect();
+        assert_eq!(codes, [Code::Ok, Code::Ok], "{encoding:?}");
+    }
+}
+
+/// Item 3 on streams: each of the small messages of a server-streaming
+/// reply is measured on its own.
+#[tokio::test]
+async fn each_streamed_message_is_measured() {
+    use tokio_stream::StreamExt;
+    let (server_log, client_log, mut client) = compressing_pair(CompressionEncoding::Gzip).await;
+    let words = "alpha beta gamma";
+    let request = EchoRequest {
+        message: words.to_owned(),
+    };
+    let stream = client
+        .server_streaming_echo(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let replies: Vec<_> = stream.collect().await;
+    assert_eq!(replies.len(), 3);
+    server_log.wait_for_ends(1).await;
+    client_log.wait_for_ends(1).await;
+    let received: Vec<Payload> = client_log
+        .payloads()
+        .into_iter()
+        .filter(|(inbound, _)| *inbound)
+        .map(|(_, payload)| payload)
+        .collect();
+    let expected: Vec<Payload> = words
+        .split(' ')
+        .map(|word| compressed_payload(CompressionEncoding::Gzip, word))
+        .collect();
+    assert_eq!(received, expected);
+}
+
+/// A client of `addr` that accepts gzip responses up to `limit` bytes,
+/// behind a stats layer told the same limit.
+async fn gzip_client(
+    addr: std::net::SocketAddr,
+    limit: u32,
+) -> (
+    Arc<EventLog>,
+    support::EchoClient<
+        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<EventLog>>,
+    >,
+) {
+    let log = Arc::new(EventLog::default());
+    let layer = CombinedLayer::client()
+        .with(Arc::clone(&log))
+        .max_message_len(limit);
+    let layered = ServiceBuilder::new()
+        .layer(layer)
+        .service(support::connect(addr).await);
+    let client = support::EchoClient::new(layered)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(limit as usize);
+    (log, client)
+}
+
+/// A gzip-compressed response frame of `data`.
+fn gzip_frame(data: &[u8]) -> Bytes {
+    stacks::frame(1, &compression_support::compress(Encoding::Gzip, data))
+}
+
+/// Item 5: a response message that does not decompress: tonic hands the
+/// caller `Internal`, and `End` says so, with the compression error and
+/// no payload event, although `grpc-status: 0` follows.
+#[tokio::test]
+async fn a_response_that_does_not_decompress_ends_internal() {
+    let corrupt = stacks::frame(1, b"not gzip at all");
+    let reply = Reply::grpc_ok(vec![corrupt]).header("grpc-encoding", "gzip");
+    let addr = h2_reply::serve(reply).await;
+    let (log, mut client) = gzip_client(addr, 4 << 20).await;
+    let caller = client.unary_echo(EchoRequest::default()).await.unwrap_err();
+    assert_eq!(caller.code(), Code::Internal, "{caller:?}");
+    let (code, _, error) = log.wait_for_ends(1).await.remove(0);
+    assert_eq!(code, Code::Internal);
+    assert!(
+        matches!(
+            error,
+            Some(RpcError::Compression {
+                direction: Direction::Inbound,
+                error: CompressionError::Corrupt { .. },
+            })
+        ),
+        "{error:?}"
+    );
+    assert!(log.payloads().iter().all(|(inbound, _)| !inbound));
+}
+
+/// Item 5: a response that is small on the wire but decompresses past the
+/// client's limit: tonic hands the caller `ResourceExhausted`; so does
+/// `End`.
+#[tokio::test]
+async fn a_response_over_the_limit_decompressed_ends_resource_exhausted() {
+    let bomb = EchoRequest {
+        message: "a".repeat(5 << 20),
+    }
+    .encode_to_vec();
+    let reply = Reply::grpc_ok(vec![gzip_frame(&bomb)]).header("grpc-encoding", "gzip");
+    let addr = h2_reply::serve(reply).await;
+    let (log, mut client) = gzip_client(addr, 4 << 20).await;
+    let caller = client.unary_echo(EchoRequest::default()).await.unwrap_err();
+    assert_eq!(caller.code(), Code::ResourceExhausted, "{caller:?}");
+    let (code, _, error) = log.wait_for_ends(1).await.remove(0);
+    assert_eq!(code, Code::ResourceExhausted);
+    let expected = RpcError::Compression {
+        direction: Direction::Inbound,
+        error: CompressionError::TooLarge { limit: 4 << 20 },
+    };
+    assert_eq!(error, Some(expected));
+}
+
+/// Item 5 on the server: a request message that does not decompress gives
+/// no `InPayload`; the call ends with what the server answered (tonic's
+/// decoder refuses it: `Internal`) and the compression error.
+#[tokio::test]
+async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
+    let log = Arc::new(EventLog::default());
+    let (addr, incoming) = support::bind().await;
+    let server = CombinedLayer::server().with(Arc::clone(&log));
+    stacks::serve(
+        Server::builder(),
+        server,
+        compressing_routes(EchoService),
+        incoming,
+    );
+    let mut request = stacks::junk::grpc_request(stacks::UNARY_PATH, "application/grpc");
+    request
+        .headers_mut()
+        .insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
+    let corrupt = stacks::frame(1, b"not gzip at all");
+    let reply = stacks::junk::h2_send(addr, request, corrupt).await;
+    assert_eq!(
+        reply.grpc_status(),
+        Some(Code::Internal as i32),
+        "{reply:?}"
+    );
+    let (code, _, error) = log.wait_for_ends(1).await.remove(0);
+    assert_eq!(code, Code::Internal);
+    assert!(
+        matches!(
+            error,
+            Some(RpcError::Compression {
+                direction: Direction::Inbound,
+                error: CompressionError::Corrupt { .. },
+            })
+        ),
+        "{error:?}"
+    );
+    assert!(log.payloads().iter().all(|(inbound, _)| !inbound));
+}
