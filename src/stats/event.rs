@@ -321,17 +321,16 @@ impl<'a> End<'a> {
 /// references are only valid during the call:
 ///
 /// ```
-/// use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// use tonic::Code;
-/// use tonic_hotpath::stats::{RpcEvent, StatsHandler};
+/// use tonic_hotpath::stats::{RpcEvent, ShardedCounter, StatsHandler};
 ///
 /// /// Bytes on the wire per direction, and failed RPCs.
 /// #[derive(Debug, Default)]
 /// struct Traffic {
-///     sent: AtomicU64,
-///     received: AtomicU64,
-///     failed: AtomicU64,
+///     sent: ShardedCounter,
+///     received: ShardedCounter,
+///     failed: ShardedCounter,
 /// }
 ///
 /// impl StatsHandler for Traffic {
@@ -342,13 +341,13 @@ impl<'a> End<'a> {
 ///     fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
 ///         match event {
 ///             RpcEvent::OutPayload(p) => {
-///                 self.sent.fetch_add(p.wire_length, Ordering::Relaxed);
+///                 self.sent.add(p.wire_length);
 ///             }
 ///             RpcEvent::InPayload(p) => {
-///                 self.received.fetch_add(p.wire_length, Ordering::Relaxed);
+///                 self.received.add(p.wire_length);
 ///             }
 ///             RpcEvent::End(end) if end.code != Code::Ok => {
-///                 self.failed.fetch_add(1, Ordering::Relaxed);
+///                 self.failed.add(1);
 ///             }
 ///             _ => {}
 ///         }

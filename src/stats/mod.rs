@@ -52,16 +52,15 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! use tonic::Code;
-//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, StatsHandler};
+//! use tonic_hotpath::stats::{CombinedLayer, RpcEvent, RpcInfo, ShardedCounter, StatsHandler};
 //!
 //! /// Counts RPCs that ended with each outcome.
 //! #[derive(Debug, Default)]
 //! struct Outcomes {
-//!     ok: AtomicU64,
-//!     failed: AtomicU64,
+//!     ok: ShardedCounter,
+//!     failed: ShardedCounter,
 //! }
 //!
 //! impl StatsHandler for Outcomes {
@@ -71,7 +70,7 @@
 //!     fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
 //!         if let RpcEvent::End(end) = event {
 //!             let counter = if end.code == Code::Ok { &self.ok } else { &self.failed };
-//!             counter.fetch_add(1, Ordering::Relaxed);
+//!             counter.add(1);
 //!         }
 //!     }
 //! }
@@ -135,7 +134,7 @@
 //!         .await
 //!         .unwrap_err();
 //!     assert_eq!(status.code(), Code::Unimplemented);
-//!     assert_eq!(client_outcomes.failed.load(Ordering::Relaxed), 1);
+//!     assert_eq!(client_outcomes.failed.get(), 1);
 //!     Ok(())
 //! }
 //! ```
@@ -151,9 +150,11 @@ mod compression;
 mod conn;
 mod connector;
 mod context;
+mod counter;
 mod event;
 pub mod frame;
 mod headers;
+mod idle;
 mod incoming;
 mod layer;
 mod link;
@@ -170,6 +171,7 @@ pub use body::ObservedBody;
 pub use combined::Combined;
 pub use conn::{ConnTag, StatsIo};
 pub use connector::{ConnectFuture, StatsConnector};
+pub use counter::ShardedCounter;
 pub use event::{
     CompressionError, ConnEvent, ConnInfo, Direction, End, Payload, RpcError, RpcEvent, RpcInfo,
     Side,

@@ -1,29 +1,29 @@
 //! What a layered service shares with all its RPCs: the handler, the
-//! message length limit, and a bounded free list of per-RPC records, so a
-//! steady stream of RPCs reuses records instead of allocating one each.
+//! message length limit, and the per-thread free lists of per-RPC records
+//! ([`idle`](super::idle)), so a steady stream of RPCs reuses records
+//! instead of allocating one each, without a lock or a shared counter on
+//! the way.
 //!
-//! A record goes back to the list only when the holder giving it up is
+//! A record goes back to a free list only when the holder giving it up is
 //! provably its only owner (`Arc::get_mut`); it is reset first (handler
 //! states, status and error dropped), and the next RPC re-creates every
 //! handler state with `tag_rpc`. A record belongs to one layered service
 //! for its whole life and keeps a reference to the service's
 //! [`LayerShared`], also while idle: no reference count changes per RPC.
-//! That is a cycle (list → record → list), broken by [`PoolOwner`]: when
-//! the last clone of the layered service goes away, the list is closed and
-//! emptied, and records still in flight are freed when they end instead
-//! of being kept. The list never grows past [`RECORDS_KEPT`].
+//! That is a cycle (free list → record → service), broken by
+//! [`PoolOwner`]: when the last clone of the layered service goes away,
+//! the service is closed, and its records are freed instead of kept (those
+//! idle on other threads when those threads next use their lists, or
+//! exit).
 
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::StatsHandler;
+use super::idle;
 use super::recorder::{RpcEvents, RpcRecorder};
 use super::registry::ConnRegistry;
-
-/// How many idle records a layered service keeps at most: enough for the
-/// RPCs in flight on a busy server to be served from the list, small enough
-/// that the memory held is bounded.
-pub(crate) const RECORDS_KEPT: usize = 128;
 
 /// Shared by a layered service's clones (through one [`PoolOwner`]) and its
 /// RPCs' records.
@@ -33,13 +33,9 @@ pub(crate) struct LayerShared<H: StatsHandler> {
     /// The server layer's accepted connections, when its handlers keep
     /// connection state.
     pub(crate) registry: Option<Arc<ConnRegistry<H>>>,
-    idle: Mutex<IdleList<H>>,
-}
-
-/// The free list; `closed` once the layered service is gone.
-struct IdleList<H: StatsHandler> {
-    records: Vec<Arc<RpcRecorder<H>>>,
-    closed: bool,
+    /// Set once the layered service is gone: its records are no longer
+    /// kept.
+    closed: AtomicBool,
 }
 
 impl<H: StatsHandler> LayerShared<H> {
@@ -52,45 +48,52 @@ impl<H: StatsHandler> LayerShared<H> {
             handler,
             max_message_len,
             registry,
-            idle: Mutex::new(IdleList {
-                // Reserved once: returning a record never reallocates.
-                records: Vec::with_capacity(RECORDS_KEPT),
-                closed: false,
-            }),
+            closed: AtomicBool::new(false),
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, IdleList<H>> {
-        // The list holds no invariant a panic could break.
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    /// This service's key in the per-thread free lists.
+    pub(crate) fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
     }
 
-    /// An idle record, if the list has one.
+    /// An idle record of this service from this thread's free list.
+    #[inline]
     pub(crate) fn take_idle(&self) -> Option<Arc<RpcRecorder<H>>> {
-        self.idle().records.pop()
+        idle::take(self.key())
     }
 
-    /// Keeps an idle (reset, unshared) record unless the list is full or
-    /// closed; otherwise the record is freed.
-    fn put_idle(&self, record: Arc<RpcRecorder<H>>) {
-        let mut idle = self.idle();
-        if !idle.closed && idle.records.len() < RECORDS_KEPT {
-            idle.records.push(record);
-        }
+    /// Closes the service: its records are freed instead of kept.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        // This thread's idle records go now.
+        drop(self.take_all_idle());
     }
 
-    /// Closes the list and returns the records it held (to be freed by
-    /// the caller, outside the lock).
-    fn close(&self) -> Vec<Arc<RpcRecorder<H>>> {
-        let mut idle = self.idle();
-        idle.closed = true;
-        std::mem::take(&mut idle.records)
+    /// Empties this thread's free list of this service.
+    fn take_all_idle(&self) -> Vec<Arc<RpcRecorder<H>>> {
+        std::iter::from_fn(|| self.take_idle()).collect()
     }
 
-    /// How many idle records the list holds (for tests).
+    /// How many idle records this thread keeps for this service (for
+    /// tests).
     #[cfg(test)]
     pub(crate) fn idle_len(&self) -> usize {
-        self.idle().records.len()
+        idle::len::<RpcRecorder<H>>(self.key())
+    }
+}
+
+impl<H: StatsHandler> idle::Record for RpcRecorder<H> {
+    type Layer = LayerShared<H>;
+
+    fn layer(&self) -> &LayerShared<H> {
+        self.shared()
+    }
+}
+
+impl<H: StatsHandler> idle::Layer for LayerShared<H> {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 }
 
@@ -123,7 +126,7 @@ impl<H: StatsHandler> Deref for PoolOwner<H> {
 
 impl<H: StatsHandler> Drop for PoolOwner<H> {
     fn drop(&mut self) {
-        drop(self.0.close());
+        self.0.close();
     }
 }
 
@@ -197,7 +200,8 @@ impl<H: StatsHandler> RecordRef<H> {
     /// Returns a reset, unshared record to its layer's free list.
     #[inline(never)]
     fn recycle(self) {
-        self.0.shared().put_idle(Arc::clone(&self.0));
+        let key = self.0.shared().key();
+        idle::put(key, self.0);
     }
 }
 
@@ -261,9 +265,10 @@ mod tests {
     #[test]
     fn the_free_list_is_bounded() {
         let shared = shared();
-        let held: Vec<_> = (0..RECORDS_KEPT + 10).map(|_| begin(&shared)).collect();
+        let kept = idle::RECORDS_KEPT_PER_THREAD;
+        let held: Vec<_> = (0..kept + 10).map(|_| begin(&shared)).collect();
         held.into_iter().for_each(RecordRef::release);
-        assert_eq!(shared.idle_len(), RECORDS_KEPT);
+        assert_eq!(shared.idle_len(), kept);
     }
 
     #[test]
@@ -277,5 +282,43 @@ mod tests {
         assert!(weak.upgrade().is_some(), "the RPC in flight holds it");
         in_flight.close(|rpc| rpc.end_dropped());
         assert!(weak.upgrade().is_none(), "no cycle left through the list");
+    }
+
+    #[test]
+    fn records_idle_on_another_thread_are_freed_when_it_serves_a_new_service() {
+        let owner = shared();
+        let weak = Arc::downgrade(&owner);
+        let (to_worker, jobs) = std::sync::mpsc::channel::<Option<RecordRef<Noop>>>();
+        let (done, finished) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            for job in jobs {
+                match job {
+                    // Kept idle in the worker's own list.
+                    Some(record) => record.release(),
+                    // A list for a new service on the worker sweeps closed ones.
+                    None => {
+                        let other = shared();
+                        begin(&other).release();
+                    }
+                }
+                done.send(()).unwrap();
+            }
+        });
+        to_worker.send(Some(begin(&owner))).unwrap();
+        finished.recv().unwrap();
+        assert_eq!(owner.idle_len(), 0, "idle on the worker, not here");
+        drop(owner);
+        assert!(
+            weak.upgrade().is_some(),
+            "the worker's idle record holds it"
+        );
+        to_worker.send(None).unwrap();
+        finished.recv().unwrap();
+        assert!(
+            weak.upgrade().is_none(),
+            "freed when the worker served a new service"
+        );
+        drop(to_worker);
+        worker.join().unwrap();
     }
 }
