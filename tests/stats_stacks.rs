@@ -282,3 +282,31 @@ async fn unix_sockets_through_the_layers_connection_wrappers() {
     })
     .await;
 }
+
+/// Item 6, the client side: a TLS channel made with the client layer's
+/// connector (tonic runs TLS over the connector's connection): connection
+/// events, and every RPC linked to the connection, with the server's
+/// address.
+#[tokio::test]
+async fn tls_client_connector_links_rpcs_to_the_tls_connection() {
+    let certs = TestCerts::generate();
+    let (addr, incoming) = support::bind().await;
+    let echo = RecordingEcho::default();
+    spawn_tls(Identity::new(), echo.clone(), certs.server_mtls(), incoming);
+    let log = Arc::new(EventLog::default());
+    let layer = CombinedLayer::client().with(Arc::clone(&log));
+    let channel = tls_endpoint(addr, certs.client_mtls())
+        .connect_with_connector(layer.connector())
+        .await
+        .unwrap();
+    let mut grpc = client(channel, layer);
+    for message in ["a", "b"] {
+        grpc.unary_echo(request(message)).await.unwrap();
+    }
+    assert_eq!(echo.last().conn.peer_certs, Some(1), "mTLS went through");
+    log.wait_for_ends(2).await;
+    for tagged in log.tagged() {
+        assert_eq!((tagged.conn, tagged.peer_addr), (Some(0), Some(addr)));
+    }
+    assert_eq!(log.conn_events(), [(0, "tagged"), (0, "begin")]);
+}

@@ -1,8 +1,9 @@
-//! gRPC's OpenTelemetry handlers with compression on (issue #18 item 3),
-//! over a real tonic server and client on 127.0.0.1 compressing with gzip
-//! both ways: A66's `*_compressed_message_size` histograms add up the
-//! sizes on the wire, and A72's message events carry `message-size`
-//! (uncompressed) and `message-size-compressed`, as grpc-go's do.
+//! gRPC's OpenTelemetry handlers on the stacks servers run (issue #18),
+//! over real tonic servers and clients on 127.0.0.1: axum routes beside
+//! gRPC record nothing (item 1); with gzip both ways, A66's
+//! `*_compressed_message_size` histograms add up the sizes on the wire and
+//! A72's message events carry `message-size` (uncompressed) and
+//! `message-size-compressed`, as grpc-go's do (item 3).
 
 mod compression_support;
 mod otel_harness;
@@ -118,4 +119,38 @@ async fn otel_handlers_measure_compressed_messages_both_ways() {
             assert_eq!((count, sum), (1, compressed as f64), "{name}");
         }
     }
+}
+
+/// Item 1: plain HTTP requests to axum routes on the same server record no
+/// A66 metric at all (they used to be `grpc.method="other"`,
+/// `grpc.status="CANCELLED"`); the gRPC call beside them is recorded.
+#[tokio::test]
+async fn otel_metrics_ignore_axum_routes_beside_grpc() {
+    use stacks::plain_http::{get_request, http1, http2, spawn_grpc_and_axum};
+    let sdk = Sdk::new();
+    let metrics = sdk
+        .metrics()
+        .with_method(format!("/{METHOD}"))
+        .build()
+        .unwrap();
+    let (addr, incoming) = support::bind().await;
+    let layer = CombinedLayer::server().with(metrics);
+    spawn_grpc_and_axum(layer.clone(), EchoService, layer.incoming(incoming));
+    for reply in [
+        http1(addr, get_request("/healthz")).await,
+        http2(addr, get_request("/healthz")).await,
+    ] {
+        assert_eq!(reply.status.as_u16(), 200);
+    }
+    assert!(sdk.counts("grpc.server.call.started").is_empty());
+    assert!(sdk.counts("grpc.server.call.duration").is_empty());
+    let mut grpc = support::EchoClient::new(support::connect(addr).await);
+    grpc.unary_echo(EchoRequest::default()).await.unwrap();
+    support::wait_until("the call's duration", || {
+        !sdk.counts("grpc.server.call.duration").is_empty()
+    })
+    .await;
+    let started = sdk.counts("grpc.server.call.started");
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0].1, 1);
 }
