@@ -7,7 +7,7 @@
 //! same reference to each handler in registration order. All handlers'
 //! per-RPC states live inline in one per-RPC record, shared by the
 //! response future and the body wrappers, so an extra handler costs no
-//! allocation; records are recycled through a bounded free list per
+//! allocation; records are recycled through small per-thread free lists per
 //! layered service, so in steady state the server layer allocates nothing
 //! per RPC and the client layer once (the request body re-boxed for the
 //! `Channel`).

@@ -20,7 +20,7 @@ use super::status::missing_status;
 
 /// One RPC's record, shared by the response future and the request and
 /// response body wrappers (each through a [`RecordRef`]). Records are
-/// recycled through the layer's free list ([`LayerShared`]).
+/// recycled through per-thread free lists ([`idle`](super::idle)).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
     setup: RpcSetup<H>,
     progress: Mutex<RpcProgress<H::RpcState>>,
@@ -28,8 +28,9 @@ pub(crate) struct RpcRecorder<H: StatsHandler> {
 
 /// What an RPC's events read but never change once it has begun.
 struct RpcSetup<H: StatsHandler> {
-    /// The layer's shared part: the handler, and the free list the record
-    /// returns to (see [`pool`](super::pool) for how the cycle is broken).
+    /// The layer's shared part: the handler, and the key of the free lists
+    /// the record returns to (see [`pool`](super::pool) for how the cycle
+    /// is broken).
     shared: Arc<LayerShared<H>>,
     side: Side,
     begin_time: Instant,
@@ -75,7 +76,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
     /// Tags the RPC and delivers `Begin` and the request-headers event in
     /// grpc-go's order: `InHeader` then `Begin` on the server, `Begin` then
     /// `OutHeader` on the client (after the handlers edited the headers).
-    /// The record is an idle one from the layer's free list when there is
+    /// The record is an idle one from this thread's free list when there is
     /// one. Also returns the context the handlers want the server's inner
     /// service to run in.
     pub(crate) fn begin(
@@ -157,7 +158,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         *progress = RpcProgress::new(H::RpcState::default());
     }
 
-    /// The layer's shared part (whose free list the record returns to).
+    /// The layer's shared part (whose free lists the record returns to).
     pub(crate) fn shared(&self) -> &LayerShared<H> {
         &self.setup.shared
     }

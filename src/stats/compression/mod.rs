@@ -22,7 +22,7 @@
 //! - gzip and deflate run flate2's `Decompress` (tonic's `flate2` build,
 //!   default pure-Rust backend) under a copy of the loop of flate2's read
 //!   decoders (`zio::read`, the gzip header and trailer of
-//!   `bufread::GzDecoder`), fed by [`Input`], which hands out the message
+//!   `bufread::GzDecoder`), fed by `input::Input`, which hands out the message
 //!   in the same 32 KiB windows as flate2's `BufReader` does over tonic's
 //!   contiguous buffer. flate2's own decoder types cannot be reused from
 //!   one message to the next with borrowed input; its `Decompress` can.
