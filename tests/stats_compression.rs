@@ -17,7 +17,7 @@ use bytes::Bytes;
 use h2_reply::Reply;
 use prost::Message;
 use stacks::compress::{ENCODINGS, compressing_client, compressing_routes, message_of_size};
-use stats_events::EventLog;
+use stats_events::{EventLog, LoggedClient, logged_client};
 use support::{EchoRequest, EchoService};
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
@@ -167,26 +167,20 @@ async fn each_streamed_message_is_measured() {
 
 /// A client of `addr` that accepts gzip responses up to `limit` bytes,
 /// behind a stats layer told the same limit.
-async fn gzip_client(
-    addr: std::net::SocketAddr,
-    limit: u32,
-) -> (
-    Arc<EventLog>,
-    support::EchoClient<
-        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<EventLog>>,
-    >,
-) {
-    let log = Arc::new(EventLog::default());
-    let layer = CombinedLayer::client()
-        .with(Arc::clone(&log))
-        .max_message_len(limit);
-    let layered = ServiceBuilder::new()
-        .layer(layer)
-        .service(support::connect(addr).await);
-    let client = support::EchoClient::new(layered)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(limit as usize);
-    (log, client)
+async fn gzip_client(addr: std::net::SocketAddr, limit: u32) -> (Arc<EventLog>, LoggedClient) {
+    let (log, client) = logged_client(addr, limit).await;
+    (log, client.accept_compressed(CompressionEncoding::Gzip))
+}
+
+/// Whether `error` says an inbound message did not decompress.
+fn is_corrupt(error: &Option<RpcError>) -> bool {
+    matches!(
+        error,
+        Some(RpcError::Compression {
+            direction: Direction::Inbound,
+            error: CompressionError::Corrupt { .. },
+        })
+    )
 }
 
 /// A gzip-compressed response frame of `data`.
@@ -207,16 +201,7 @@ async fn a_response_that_does_not_decompress_ends_internal() {
     assert_eq!(caller.code(), Code::Internal, "{caller:?}");
     let (code, _, error) = log.wait_for_ends(1).await.remove(0);
     assert_eq!(code, Code::Internal);
-    assert!(
-        matches!(
-            error,
-            Some(RpcError::Compression {
-                direction: Direction::Inbound,
-                error: CompressionError::Corrupt { .. },
-            })
-        ),
-        "{error:?}"
-    );
+    assert!(is_corrupt(&error), "{error:?}");
     assert!(log.payloads().iter().all(|(inbound, _)| !inbound));
 }
 
@@ -270,15 +255,6 @@ async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
     );
     let (code, _, error) = log.wait_for_ends(1).await.remove(0);
     assert_eq!(code, Code::Internal);
-    assert!(
-        matches!(
-            error,
-            Some(RpcError::Compression {
-                direction: Direction::Inbound,
-                error: CompressionError::Corrupt { .. },
-            })
-        ),
-        "{error:?}"
-    );
+    assert!(is_corrupt(&error), "{error:?}");
     assert!(log.payloads().iter().all(|(inbound, _)| !inbound));
 }

@@ -16,35 +16,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2_reply::Reply;
-use stats_events::EventLog;
+use stats_events::{EventLog, LoggedClient, logged_client};
 use support::{EchoClient, EchoRequest, EchoServer, EchoService, UnaryHandler, UnaryOnly};
-use tonic::transport::{Channel, Server};
+use tonic::transport::Server;
 use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::stats::frame::FrameError;
-use tonic_hotpath::stats::{
-    ClientStats, CombinedLayer, CompressionError, Direction, Payload, RpcError,
-};
+use tonic_hotpath::stats::{CombinedLayer, CompressionError, Direction, Payload, RpcError};
 use tower::ServiceBuilder;
 
-type Client = EchoClient<ClientStats<Channel, Arc<EventLog>>>;
-
-/// A client of `addr` behind a client stats layer, and its log.
-async fn client(addr: std::net::SocketAddr) -> (Arc<EventLog>, Client) {
-    client_with_limit(addr, 4 << 20).await
-}
-
-/// A client of `addr` that accepts messages up to `limit` bytes, behind a
-/// client stats layer told the same limit.
-async fn client_with_limit(addr: std::net::SocketAddr, limit: u32) -> (Arc<EventLog>, Client) {
-    let log = Arc::new(EventLog::default());
-    let layer = CombinedLayer::client()
-        .with(Arc::clone(&log))
-        .max_message_len(limit);
-    let layered = ServiceBuilder::new()
-        .layer(layer)
-        .service(support::connect(addr).await);
-    let client = EchoClient::new(layered).max_decoding_message_size(limit as usize);
-    (log, client)
+/// A client of `addr` behind a client stats layer, with tonic's default
+/// 4 MiB limit, and its log.
+async fn client(addr: std::net::SocketAddr) -> (Arc<EventLog>, LoggedClient) {
+    logged_client(addr, 4 << 20).await
 }
 
 fn request(message: &str) -> EchoRequest {
@@ -197,7 +180,7 @@ async fn undecodable_protobuf_is_reported_as_a_cancel() {
 
 /// A server that accepts 8 MiB messages, its layer told so, and a client
 /// that accepts `client_limit` bytes, its layer told so.
-async fn big_message_pair(client_limit: u32) -> (Arc<EventLog>, Arc<EventLog>, Client) {
+async fn big_message_pair(client_limit: u32) -> (Arc<EventLog>, Arc<EventLog>, LoggedClient) {
     let server_log = Arc::new(EventLog::default());
     let (addr, incoming) = support::bind().await;
     tokio::spawn(
@@ -210,7 +193,7 @@ async fn big_message_pair(client_limit: u32) -> (Arc<EventLog>, Arc<EventLog>, C
             .add_service(EchoServer::new(EchoService).max_decoding_message_size(8 << 20))
             .serve_with_incoming(incoming),
     );
-    let (client_log, client) = client_with_limit(addr, client_limit).await;
+    let (client_log, client) = logged_client(addr, client_limit).await;
     (server_log, client_log, client)
 }
 

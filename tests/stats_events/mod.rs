@@ -9,13 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tonic::Code;
 use tonic_hotpath::stats::{
-    ConnEvent, ConnInfo, Payload, RpcError, RpcEvent, RpcInfo, Side, StatsHandler,
+    ClientStats, CombinedLayer, ConnEvent, ConnInfo, Payload, RpcError, RpcEvent, RpcInfo, Side,
+    StatsHandler,
 };
 
 /// One event, owned.
@@ -205,4 +206,24 @@ impl EventLog {
         assert_eq!(ends.len(), n, "exactly {n} End(s): {ends:?}");
         ends
     }
+}
+
+/// An echo client whose channel is wrapped in a client stats layer that
+/// logs into an [`EventLog`].
+pub type LoggedClient =
+    crate::support::EchoClient<ClientStats<tonic::transport::Channel, Arc<EventLog>>>;
+
+/// A client of `addr` behind a client stats layer logging into the
+/// returned log; the client accepts messages up to `limit` bytes, and its
+/// layer is told the same limit (as the layer's docs ask).
+pub async fn logged_client(addr: SocketAddr, limit: u32) -> (Arc<EventLog>, LoggedClient) {
+    let log = Arc::new(EventLog::default());
+    let layer = CombinedLayer::client()
+        .with(Arc::clone(&log))
+        .max_message_len(limit);
+    let layered = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(crate::support::connect(addr).await);
+    let client = crate::support::EchoClient::new(layered).max_decoding_message_size(limit as usize);
+    (log, client)
 }

@@ -216,14 +216,7 @@ pub fn uncompressed_len<P: AsRef<[u8]>>(
     pieces: &[P],
     limit: u32,
 ) -> Result<u32, DecompressError> {
-    with_decoders(|decoders| match encoding {
-        Encoding::Gzip => decoders.gzip(pieces, limit),
-        Encoding::Deflate => decoders.deflate(pieces, limit),
-        #[cfg(feature = "zstd")]
-        Encoding::Zstd => decoders.libzstd(pieces, limit),
-        #[cfg(not(feature = "zstd"))]
-        Encoding::Zstd => decoders.ruzstd(pieces, limit),
-    })
+    with_decoders(|decoders| decoders.decode(encoding, pieces, limit))
 }
 
 /// [`uncompressed_len`] for zstd with `ruzstd`, whichever decoder
@@ -265,15 +258,7 @@ pub fn uncompressed_len_fresh<P: AsRef<[u8]>>(
     pieces: &[P],
     limit: u32,
 ) -> Result<u32, DecompressError> {
-    let mut decoders = Decoders::new();
-    match encoding {
-        Encoding::Gzip => decoders.gzip(pieces, limit),
-        Encoding::Deflate => decoders.deflate(pieces, limit),
-        #[cfg(feature = "zstd")]
-        Encoding::Zstd => decoders.libzstd(pieces, limit),
-        #[cfg(not(feature = "zstd"))]
-        Encoding::Zstd => decoders.ruzstd(pieces, limit),
-    }
+    Decoders::new().decode(encoding, pieces, limit)
 }
 
 thread_local! {
@@ -317,6 +302,24 @@ impl Decoders {
             ruzstd: None,
             #[cfg(feature = "zstd")]
             libzstd: None,
+        }
+    }
+
+    /// One message's uncompressed length with these decoders: zstd with
+    /// the C library under feature `zstd`, else with `ruzstd`.
+    fn decode<P: AsRef<[u8]>>(
+        &mut self,
+        encoding: Encoding,
+        pieces: &[P],
+        limit: u32,
+    ) -> Result<u32, DecompressError> {
+        match encoding {
+            Encoding::Gzip => self.gzip(pieces, limit),
+            Encoding::Deflate => self.deflate(pieces, limit),
+            #[cfg(feature = "zstd")]
+            Encoding::Zstd => self.libzstd(pieces, limit),
+            #[cfg(not(feature = "zstd"))]
+            Encoding::Zstd => self.ruzstd(pieces, limit),
         }
     }
 }
