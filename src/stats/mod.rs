@@ -153,6 +153,7 @@ mod context;
 mod counter;
 mod event;
 pub mod frame;
+mod future;
 mod headers;
 mod idle;
 mod incoming;
@@ -176,10 +177,9 @@ pub use event::{
     CompressionError, ConnEvent, ConnInfo, Direction, End, Payload, RpcError, RpcEvent, RpcInfo,
     Side,
 };
+pub use future::ResponseFuture;
 pub use incoming::{ConnectAddrs, StatsIncoming};
-pub use layer::{
-    BoxError, ClientSide, ClientStats, CombinedLayer, ResponseFuture, ServerSide, ServerStats,
-};
+pub use layer::{BoxError, ClientSide, ClientStats, CombinedLayer, ServerSide, ServerStats};
 pub use side::ClientTransport;
 
 /// Observes RPCs and connections (grpc-go `stats.Handler`).
