@@ -6,21 +6,25 @@ mod builder;
 mod evidence;
 mod instruments;
 mod methods;
+mod names;
 mod state;
+mod tenants;
 mod unproven;
 
 use std::fmt;
 
-use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::MeterProvider;
+use opentelemetry::{InstrumentationScope, KeyValue};
 
-use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
+use crate::stats::{End, RpcEvent, RpcInfo, Side, StatsHandler};
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
 use evidence::Evidence;
 use instruments::{ClientInstruments, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
-use state::RpcMethod;
+use state::{RpcMethod, RpcTenant};
+pub use tenants::TenantAttribute;
+use tenants::{RecordedTenant, TenantOf, TenantTable};
 use unproven::UnprovenPath;
 
 /// gRPC's OpenTelemetry metrics (gRFC A66) for tonic servers and clients.
@@ -159,6 +163,7 @@ pub struct OtelMetrics {
     server: ServerInstruments,
     client: ClientInstruments,
     methods: MethodTable,
+    tenants: Option<TenantTable>,
 }
 
 impl OtelMetrics {
@@ -180,6 +185,7 @@ impl fmt::Debug for OtelMetrics {
             .field("services", &self.methods.services().collect::<Vec<_>>())
             .field("method_filter", &self.methods.has_filter())
             .field("target", self.methods.target())
+            .field("tenant_attribute", &self.tenants)
             .finish_non_exhaustive()
     }
 }
@@ -192,6 +198,11 @@ impl StatsHandler for OtelMetrics {
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> MetricsRpcState {
         MetricsRpcState {
             method: self.tag_method(info.side, info.method),
+            tenant: match self.tenants {
+                Some(_) => RpcTenant::Awaiting,
+                None => RpcTenant::Off,
+            },
+            start_deferred: false,
             sent: 0,
             rcvd: 0,
         }
@@ -204,25 +215,19 @@ impl StatsHandler for OtelMetrics {
     /// method (under the method's name), or at `End` (as `other`, unless
     /// another RPC proved the method meanwhile). So the first calls of a
     /// method are counted as started when proven, not when they begin.
+    /// With the tenant attribute, the same holds for a tenant a server may
+    /// learn (see "The tenant attribute"), and a client counts an RPC as
+    /// started at its `OutHeader`, which the layer delivers right after
+    /// `Begin`.
     fn handle_rpc(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) {
-        if let RpcMethod::Unproven(path) = &state.method {
-            state.method = match Evidence::of(event) {
-                Evidence::None => return,
-                evidence => self.started_late(path, evidence),
-            };
+        if state.is_unsettled() && !self.settle(state, event) {
+            return;
         }
         let RpcMethod::Known { side, method } = state.method else {
             return;
         };
-        let attrs = self.methods.attrs(method);
         match event {
-            RpcEvent::Begin { .. } => {
-                let started = match side {
-                    Side::Server => &self.server.started,
-                    Side::Client => &self.client.attempt_started,
-                };
-                started.add(1, attrs.started(side));
-            }
+            RpcEvent::Begin { .. } => self.count_started(side, method, &state.tenant),
             RpcEvent::OutPayload(payload) => {
                 state.sent = state
                     .sent
@@ -238,7 +243,7 @@ impl StatsHandler for OtelMetrics {
                     .end_time
                     .saturating_duration_since(end.begin_time)
                     .as_secs_f64();
-                let set = attrs.ended(side, end.code);
+                let set = self.ended_attrs(side, method, &state.tenant, end);
                 match side {
                     Side::Server => {
                         self.server.duration.record(seconds, set);
@@ -274,22 +279,118 @@ impl OtelMetrics {
         RpcMethod::Known { side, method }
     }
 
-    /// Counts a server RPC to `path` as started, late, on `evidence`:
-    /// under the method's name if it is proven, by this RPC (learning it,
-    /// within the bound) or by another one; as `other` if not.
-    #[cold]
-    fn started_late(&self, path: &UnprovenPath, evidence: Evidence) -> RpcMethod {
-        let path = path.as_str();
-        let method = match (self.methods.find(path), evidence) {
-            (Some(found), _) => found,
-            (None, Evidence::Served) => self.methods.learn(path),
-            (None, _) => RecordedMethod::Other,
+    /// Settles what `event` tells about an RPC whose method or tenant
+    /// waits (see [`MetricsRpcState::is_unsettled`]), and counts its
+    /// deferred `*.started` once both are settled. Returns whether `event`
+    /// is then recorded as usual.
+    fn settle(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) -> bool {
+        let Some(side) = state.side() else {
+            return false;
         };
-        let attrs = self.methods.attrs(method).started(Side::Server);
-        self.server.started.add(1, attrs);
-        RpcMethod::Known {
-            side: Side::Server,
-            method,
+        match (event, side) {
+            // The request headers: before `Begin` on a server, after it on
+            // a client.
+            (RpcEvent::InHeader(headers), Side::Server)
+            | (RpcEvent::OutHeader(headers), Side::Client) => {
+                if let (RpcTenant::Awaiting, Some(tenants)) = (&state.tenant, &self.tenants) {
+                    state.tenant = match tenants.tenant_of(headers, side) {
+                        TenantOf::Recorded(tenant) => RpcTenant::Recorded(tenant),
+                        TenantOf::Unknown(id) => RpcTenant::Unproven(id),
+                    };
+                }
+            }
+            (RpcEvent::Begin { .. }, _) => {
+                if side == Side::Server && matches!(state.tenant, RpcTenant::Awaiting) {
+                    // No request headers came first (only a handler driven
+                    // by hand skips them).
+                    state.tenant = RpcTenant::Recorded(RecordedTenant::None);
+                }
+                if state.is_unsettled() {
+                    state.start_deferred = true;
+                    return false;
+                }
+                return true;
+            }
+            (RpcEvent::End(_), _) => self.settle_all(state, Evidence::Ended),
+            (_, Side::Server) if Evidence::of(event) == Evidence::Served => {
+                self.settle_all(state, Evidence::Served);
+            }
+            _ => {}
+        }
+        if state.start_deferred && !state.is_unsettled() {
+            state.start_deferred = false;
+            if let RpcMethod::Known { side, method } = state.method {
+                self.count_started(side, method, &state.tenant);
+            }
+        }
+        true
+    }
+
+    /// Settles an unproven server method or tenant on `evidence`: under
+    /// its name if it is proven, by this RPC (learning it, within its
+    /// bound) or by another one; as `other` if not. A tenant still
+    /// awaiting its headers at `End` names none.
+    #[cold]
+    fn settle_all(&self, state: &mut MetricsRpcState, evidence: Evidence) {
+        if let RpcMethod::Unproven(path) = &state.method {
+            let path = path.as_str();
+            let method = match (self.methods.find(path), evidence) {
+                (Some(found), _) => found,
+                (None, Evidence::Served) => self.methods.learn(path),
+                (None, _) => RecordedMethod::Other,
+            };
+            state.method = RpcMethod::Known {
+                side: Side::Server,
+                method,
+            };
+        }
+        let Some(tenants) = &self.tenants else {
+            return;
+        };
+        match &state.tenant {
+            RpcTenant::Unproven(id) => {
+                let tenant = match (tenants.find(id.as_str()), evidence) {
+                    (Some(found), _) => found,
+                    (None, Evidence::Served) => tenants.learn(id.as_str()),
+                    (None, _) => RecordedTenant::Other,
+                };
+                state.tenant = RpcTenant::Recorded(tenant);
+            }
+            RpcTenant::Awaiting => state.tenant = RpcTenant::Recorded(RecordedTenant::None),
+            RpcTenant::Off | RpcTenant::Recorded(_) => {}
+        }
+    }
+
+    /// Counts an RPC of `method` (and `tenant`) as started on `side`.
+    #[inline]
+    fn count_started(&self, side: Side, method: RecordedMethod, tenant: &RpcTenant) {
+        let attrs = match (&self.tenants, tenant.recorded()) {
+            (Some(tenants), Some(tenant)) => {
+                tenants.attrs(&self.methods, method, tenant).started(side)
+            }
+            _ => self.methods.attrs(method).started(side),
+        };
+        let started = match side {
+            Side::Server => &self.server.started,
+            Side::Client => &self.client.attempt_started,
+        };
+        started.add(1, attrs);
+    }
+
+    /// The attributes of the measurements recorded at `end`.
+    #[inline]
+    fn ended_attrs(
+        &self,
+        side: Side,
+        method: RecordedMethod,
+        tenant: &RpcTenant,
+        end: &End<'_>,
+    ) -> &[KeyValue] {
+        match (&self.tenants, tenant.recorded()) {
+            (Some(tenants), Some(tenant)) => tenants
+                .attrs(&self.methods, method, tenant)
+                .ended(side, end.code),
+            _ => self.methods.attrs(method).ended(side, end.code),
         }
     }
 }
