@@ -433,7 +433,7 @@ impl OtelMetrics {
                 if side == Side::Server && matches!(state.tenant, RpcTenant::Awaiting) {
                     // No request headers came first (only a handler driven
                     // by hand skips them).
-                    state.tenant = RpcTenant::Recorded(RecordedTenant::None);
+                    state.tenant = RpcTenant::Recorded(RecordedTenant::NoTenant);
                 }
                 if state.is_unsettled() {
                     state.start_deferred = true;
@@ -486,7 +486,7 @@ impl OtelMetrics {
                 };
                 state.tenant = RpcTenant::Recorded(tenant);
             }
-            RpcTenant::Awaiting => state.tenant = RpcTenant::Recorded(RecordedTenant::None),
+            RpcTenant::Awaiting => state.tenant = RpcTenant::Recorded(RecordedTenant::NoTenant),
             RpcTenant::Off | RpcTenant::Recorded(_) => {}
         }
     }

@@ -134,13 +134,14 @@ impl fmt::Debug for TenantAttribute {
 }
 
 /// How an RPC's tenant is recorded: by name (the index of its entry in a
-/// [`TenantTable`]), as `other`, or as naming no tenant. Copied into each
+/// [`TenantTable`]), as `other`, or as naming none. Copied into each
 /// RPC's state: a handle with no reference count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RecordedTenant {
     Named(u32),
     Other,
-    None,
+    /// The RPC names no valid tenant: [`NO_TENANT`].
+    NoTenant,
 }
 
 /// What the request headers say about an RPC's tenant.
@@ -237,7 +238,7 @@ impl TenantTable {
         match tenant::extract_from_headers(headers) {
             Ok(id) => self.lookup(id, side),
             Err(OrgIdError::MultipleTenants { .. }) => TenantOf::Recorded(federated(headers)),
-            Err(_) => TenantOf::Recorded(RecordedTenant::None),
+            Err(_) => TenantOf::Recorded(RecordedTenant::NoTenant),
         }
     }
 
@@ -286,7 +287,7 @@ impl TenantTable {
         let column = match tenant {
             RecordedTenant::Named(index) => self.tenants.get(index).unwrap_or(&self.other),
             RecordedTenant::Other => &self.other,
-            RecordedTenant::None => &self.none,
+            RecordedTenant::NoTenant => &self.none,
         };
         let make = |method: RecordedMethod| {
             move || Box::new(TenantAttrs::new(methods.attrs(method), &column.value))
@@ -330,7 +331,7 @@ impl fmt::Debug for TenantTable {
 }
 
 /// A federated id (`a|b`, one header): `other` if every member is a valid
-/// tenant, [`RecordedTenant::None`] if one is not. Not each member: the RPC
+/// tenant, [`RecordedTenant::NoTenant`] if one is not. Not each member: the RPC
 /// would be counted once per member; not the list itself: its
 /// combinations would multiply past any guard.
 #[cold]
@@ -345,7 +346,7 @@ fn federated(headers: &HeaderMap) -> RecordedTenant {
     if valid {
         RecordedTenant::Other
     } else {
-        RecordedTenant::None
+        RecordedTenant::NoTenant
     }
 }
 
@@ -358,7 +359,7 @@ impl TenantTable {
                 self.tenants.get(index).expect("named").value.value.clone()
             }
             RecordedTenant::Other => self.other.value.value.clone(),
-            RecordedTenant::None => self.none.value.value.clone(),
+            RecordedTenant::NoTenant => self.none.value.value.clone(),
         }
     }
 }
@@ -478,7 +479,7 @@ mod tests {
                 ("grpc.target".to_owned(), "t".to_owned()),
             ]
         );
-        let other = table.attrs(&methods, RecordedMethod::Other, RecordedTenant::None);
+        let other = table.attrs(&methods, RecordedMethod::Other, RecordedTenant::NoTenant);
         assert_eq!(other.started(Side::Server)[0].value.as_str(), "other");
         assert_eq!(other.started(Side::Server)[1].value.as_str(), "");
         let ended = other.ended(Side::Server, tonic::Code::NotFound);
