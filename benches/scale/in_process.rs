@@ -152,6 +152,14 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
         ),
         server(
             (
+                "otel-tenant-noop",
+                "OtelMetrics tenant no-op",
+                "OtelMetrics with the tenant attribute over the no-op meter provider (the handler's own tenant lookup)",
+            ),
+            CombinedLayer::server().with(otel_metrics_tenant(&providers.noop)),
+        ),
+        server(
+            (
                 "peer",
                 "tonic-otel-layer",
                 "tonic-otel-layer 0.2 into the 0.32 SDK",
