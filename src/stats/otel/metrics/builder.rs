@@ -11,7 +11,8 @@ use super::OtelMetrics;
 use super::attrs::OTHER;
 use super::instruments::{ClientInstruments, ServerInstruments};
 use super::methods::{MethodTable, NameFilter, service_of};
-use super::tenants::{TenantAttribute, TenantTable};
+use super::tenant_attribute::TenantAttribute;
+use super::tenants::TenantTable;
 
 /// The bound on learned methods, by default.
 const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;

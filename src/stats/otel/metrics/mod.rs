@@ -8,6 +8,7 @@ mod instruments;
 mod methods;
 mod names;
 mod state;
+mod tenant_attribute;
 mod tenants;
 mod unproven;
 
@@ -23,7 +24,7 @@ use instruments::{ClientInstruments, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
 use state::{RpcMethod, RpcTenant};
-pub use tenants::TenantAttribute;
+pub use tenant_attribute::TenantAttribute;
 use tenants::{RecordedTenant, TenantOf, TenantTable};
 use unproven::UnprovenPath;
 

@@ -1,7 +1,7 @@
-//! The opt-in tenant attribute: [`TenantAttribute`] (which tenants are
-//! recorded by name, under which key) and [`TenantTable`] (the tenants
-//! recorded by name, found for each RPC with no lock and no shared write,
-//! with the attribute sets of each method recorded with each).
+//! [`TenantTable`]: the tenants recorded by name (as
+//! [`TenantAttribute`] says), found for each RPC with no lock and no
+//! shared write, with the attribute sets of each method recorded with
+//! each; and how a request's `x-scope-orgid` is recorded.
 
 use std::fmt;
 
@@ -13,6 +13,7 @@ use super::attrs::{METHOD, OTHER, STATUS, TARGET, TenantAttrs, shared};
 use super::builder::OtelMetricsError;
 use super::methods::{MethodTable, RecordedMethod};
 use super::names::NameTable;
+use super::tenant_attribute::{Guard, TenantAttribute};
 use crate::stats::Side;
 use crate::tenant::{self, ORG_ID_HEADER, OrgId, OrgIdError, TENANT_SEPARATOR, validate_org_id};
 
@@ -26,112 +27,6 @@ pub(super) const NO_TENANT: &str = "";
 /// A segment count for a tenant's method slots: indices below
 /// `16 × (2^16 − 1)`, far more methods than a handler records by name.
 const METHOD_SEGMENTS: usize = 16;
-
-/// Adds the tenant of each RPC, from its `x-scope-orgid`, to
-/// [`OtelMetrics`](super::OtelMetrics)' measurements, under a cardinality
-/// guard. Given to
-/// [`OtelMetricsBuilder::with_tenant_attribute`](super::OtelMetricsBuilder::with_tenant_attribute);
-/// without it the handler records no tenant.
-///
-/// The guard decides which tenants are recorded by name; every other
-/// valid tenant is recorded as `other`:
-///
-/// - [`allow_list`](Self::allow_list): a fixed list.
-/// - [`first_seen`](Self::first_seen): the first `max` distinct tenants
-///   seen, learned as they come (on a server, once an RPC of the tenant
-///   was served; see [`OtelMetrics`](super::OtelMetrics)).
-///
-/// The attribute's key is [`DEFAULT_KEY`](Self::DEFAULT_KEY),
-/// `grpc.tenant`, unless [`with_key`](Self::with_key) names another
-/// (Cortex and Mimir call the label `user`, Loki and Tempo `tenant`).
-///
-/// ```
-/// use tonic_hotpath::stats::otel::TenantAttribute;
-///
-/// // The tenants on a dashboard, by name; everyone else is `other`.
-/// let known = TenantAttribute::allow_list(["team-a", "team-b"]);
-/// // The first 50 tenants the handler sees, under Cortex's label name.
-/// let first = TenantAttribute::first_seen(50).with_key("user");
-/// # let _ = (known, first);
-/// ```
-#[derive(Clone)]
-#[must_use = "a tenant attribute does nothing until given to `OtelMetricsBuilder::with_tenant_attribute`"]
-pub struct TenantAttribute {
-    key: Key,
-    guard: Guard,
-}
-
-/// Which tenants are recorded by name.
-#[derive(Debug, Clone)]
-enum Guard {
-    AllowList(Vec<String>),
-    FirstSeen(usize),
-}
-
-impl TenantAttribute {
-    /// The attribute's key unless [`with_key`](Self::with_key) names
-    /// another: `grpc.tenant`, beside A66's `grpc.method`, `grpc.status`
-    /// and `grpc.target` (exported to Prometheus as `grpc_tenant`).
-    /// Neither gRPC nor OpenTelemetry's semantic conventions define a
-    /// tenant attribute.
-    pub const DEFAULT_KEY: &'static str = "grpc.tenant";
-
-    /// The most tenants one handler records by name (an allow-list's
-    /// length, or [`first_seen`](Self::first_seen)'s `max`). Each one is a
-    /// time series per method and status code on every instrument: beyond
-    /// this many, per-tenant series belong in a backend's own per-tenant
-    /// accounting, not in request metrics.
-    pub const MAX_TENANTS: usize = 10_000;
-
-    /// Records the `tenants` listed by name, and every other valid tenant
-    /// as `other`. Each must be a valid single org id (Cortex's tenant
-    /// rules, no `|`);
-    /// [`build`](super::OtelMetricsBuilder::build) says which is not.
-    pub fn allow_list<I>(tenants: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: Into<String>,
-    {
-        Self {
-            key: Key::from_static_str(Self::DEFAULT_KEY),
-            guard: Guard::AllowList(tenants.into_iter().map(Into::into).collect()),
-        }
-    }
-
-    /// Records the first `max` distinct valid tenants by name as they are
-    /// seen, and every later one as `other`. Nothing of a tenant past the
-    /// bound is kept. A client learns a tenant on its first RPC (the
-    /// application chooses the tenants it sends); a server once an RPC of
-    /// the tenant is served, as it learns a method (see
-    /// [`OtelMetrics`](super::OtelMetrics)), so a tenant whose calls a
-    /// layer inside the stats layer refuses takes no place. Still, any
-    /// client that reaches the service can take a place with a made-up id:
-    /// where clients are not trusted with `x-scope-orgid`, prefer
-    /// [`allow_list`](Self::allow_list).
-    pub fn first_seen(max: usize) -> Self {
-        Self {
-            key: Key::from_static_str(Self::DEFAULT_KEY),
-            guard: Guard::FirstSeen(max),
-        }
-    }
-
-    /// Records the tenant under `key` instead of
-    /// [`DEFAULT_KEY`](Self::DEFAULT_KEY). It must not be one of A66's
-    /// attributes (`grpc.method`, `grpc.status`, `grpc.target`).
-    pub fn with_key(mut self, key: impl Into<Key>) -> Self {
-        self.key = key.into();
-        self
-    }
-}
-
-impl fmt::Debug for TenantAttribute {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TenantAttribute")
-            .field("key", &self.key.as_str())
-            .field("guard", &self.guard)
-            .finish()
-    }
-}
 
 /// How an RPC's tenant is recorded: by name (the index of its entry in a
 /// [`TenantTable`]), as `other`, or as naming none. Copied into each
