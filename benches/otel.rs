@@ -7,7 +7,11 @@
 //! span sampled, ended into the SDK's batch processor whose exporter
 //! discards them), and the crates.io peer `tonic-otel-layer` (0.2, its newest: a server
 //! layer recording three instruments per RPC with `grpc_service` /
-//! `grpc_method` / `grpc_code` attributes). Both real rows record into an
+//! `grpc_method` / `grpc_code` attributes). The tenant attribute
+//! (`with_tenant_attribute`) is measured on requests carrying
+//! `x-scope-orgid: team-a`, beside the metrics without it on the same
+//! requests (`*_org_id` rows): with `team-a` allow-listed, and learned as
+//! the first tenant seen. Both real rows record into an
 //! SDK meter provider with a periodic reader (in-memory exporter, 60 s
 //! interval, so no export runs during the bench). The peer is built on
 //! opentelemetry 0.32, so its row records into the 0.32 SDK and ours into
@@ -36,8 +40,13 @@ mod support;
 
 use std::hint::black_box;
 
+use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
+use http::HeaderValue;
+use in_process::{
+    CALLS_PER_ROUND, in_process, in_process_with, round, round_with, service_round,
+    service_round_with,
+};
 use interleaved::Round;
 use opentelemetry::metrics::NoopMeterProvider;
 use opentelemetry::trace::TracerProvider;
@@ -46,10 +55,12 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
-use otel_support::{drive_rpc, sdk_provider};
-use stats_harness::{CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport};
+use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
+use stats_harness::{
+    CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request,
+};
 use tonic::Code;
-use tonic_hotpath::stats::otel::{OtelMetrics, OtelTracing};
+use tonic_hotpath::stats::otel::{OtelMetrics, OtelTracing, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, Side};
 use tower::Layer;
 use tower::layer::util::Identity;
@@ -125,6 +136,43 @@ fn metrics_learned(provider: &dyn opentelemetry::metrics::MeterProvider) -> Otel
         .expect("valid service name")
 }
 
+/// The tenant every `*_org_id` / `*_tenant_*` request carries.
+const TENANT: &str = "team-a";
+
+/// The unary echo request with `x-scope-orgid: team-a` (its value copied,
+/// as h2 decodes it off the wire).
+fn org_id_request(body: &Bytes) -> http::Request<tonic::body::Body> {
+    let mut request = unary_request(body);
+    request.headers_mut().insert(
+        "x-scope-orgid",
+        HeaderValue::from_bytes(TENANT.as_bytes()).expect("valid header value"),
+    );
+    request
+}
+
+/// [`metrics`] with the tenant attribute, `team-a` allow-listed.
+fn metrics_allow_list(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    metrics_tenant(provider, TenantAttribute::allow_list([TENANT]))
+}
+
+/// [`metrics`] with the tenant attribute, `team-a` learned as the first
+/// tenant seen (room for 100).
+fn metrics_first_seen(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+    metrics_tenant(provider, TenantAttribute::first_seen(100))
+}
+
+fn metrics_tenant(
+    provider: &dyn opentelemetry::metrics::MeterProvider,
+    tenants: TenantAttribute,
+) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(UNARY_PATH)
+        .with_target("http://127.0.0.1:50051")
+        .with_tenant_attribute(tenants)
+        .build()
+        .expect("valid method path and tenants")
+}
+
 fn peer() -> tonic_otel_layer::MetricsLayer {
     tonic_otel_layer::MetricsLayerBuilder::new()
         .with_provider(sdk_0_32())
@@ -158,6 +206,30 @@ fn server(c: &mut Criterion) {
             ),
         ),
         (
+            "otel_metrics_org_id",
+            round_with(
+                &rt,
+                CombinedLayer::server().with(metrics(&provider)),
+                org_id_request,
+            ),
+        ),
+        (
+            "otel_metrics_tenant_allow_list",
+            round_with(
+                &rt,
+                CombinedLayer::server().with(metrics_allow_list(&provider)),
+                org_id_request,
+            ),
+        ),
+        (
+            "otel_metrics_tenant_first_seen",
+            round_with(
+                &rt,
+                CombinedLayer::server().with(metrics_first_seen(&provider)),
+                org_id_request,
+            ),
+        ),
+        (
             "otel_metrics_tracing",
             round(
                 &rt,
@@ -181,6 +253,20 @@ fn server(c: &mut Criterion) {
     in_process(&mut group, &rt, "otel_metrics", layer);
     let layer = CombinedLayer::server().with(metrics_learned(&provider));
     in_process(&mut group, &rt, "otel_metrics_learned_method", layer);
+    let layer = CombinedLayer::server().with(metrics(&provider));
+    in_process_with(
+        &mut group,
+        &rt,
+        "otel_metrics_org_id",
+        layer,
+        org_id_request,
+    );
+    let layer = CombinedLayer::server().with(metrics_allow_list(&provider));
+    let name = "otel_metrics_tenant_allow_list";
+    in_process_with(&mut group, &rt, name, layer, org_id_request);
+    let layer = CombinedLayer::server().with(metrics_first_seen(&provider));
+    let name = "otel_metrics_tenant_first_seen";
+    in_process_with(&mut group, &rt, name, layer, org_id_request);
     let layer = CombinedLayer::server().with(tracing_over(&NoopTracerProvider::new()));
     in_process(&mut group, &rt, "otel_tracing_noop_provider", layer);
     let layer = CombinedLayer::server()
@@ -202,6 +288,7 @@ fn client(_: &mut Criterion) {
     let ours_traced = CombinedLayer::client()
         .with(metrics(&provider))
         .with(tracing(&tracers));
+    let ours_tenant = CombinedLayer::client().with(metrics_allow_list(&provider));
     let mut variants: Vec<(&str, Round<'_>)> = vec![
         ("no_layer", service_round(&rt, echo_transport())),
         (
@@ -216,6 +303,14 @@ fn client(_: &mut Criterion) {
             "otel_metrics_tracing",
             service_round(&rt, ours_traced.layer(echo_transport())),
         ),
+        (
+            "otel_metrics_org_id",
+            service_round_with(&rt, ours.layer(echo_transport()), org_id_request),
+        ),
+        (
+            "otel_metrics_tenant_allow_list",
+            service_round_with(&rt, ours_tenant.layer(echo_transport()), org_id_request),
+        ),
     ];
     interleaved::print_overhead("in-process client", &mut variants, ROUNDS, CALLS_PER_ROUND);
 }
@@ -224,7 +319,9 @@ fn client(_: &mut Criterion) {
 /// (`Begin`, a message each way, `End`), on each side, over the no-op
 /// provider (the handler's own work) and the SDK (what recording costs),
 /// and over the no-op provider with the method learned through its
-/// service instead of registered.
+/// service instead of registered. The `*_headers` rows deliver the request
+/// and response headers too (`x-scope-orgid: team-a`), without and with
+/// the tenant attribute.
 fn handler(c: &mut Criterion) {
     let provider = sdk();
     let noop_provider = NoopMeterProvider::new();
@@ -238,6 +335,38 @@ fn handler(c: &mut Criterion) {
             let row = format!("{name}_{side:?}").to_lowercase();
             group.bench_function(row, |b| {
                 b.iter(|| drive_rpc(black_box(&handler), side, UNARY_PATH, Code::Ok));
+            });
+        }
+    }
+    let headers = org_id_headers(Some(TENANT));
+    for (name, handler) in [
+        ("noop_provider_headers", metrics(&noop_provider)),
+        (
+            "noop_provider_headers_tenant_allow_list",
+            metrics_allow_list(&noop_provider),
+        ),
+        (
+            "noop_provider_headers_tenant_first_seen",
+            metrics_first_seen(&noop_provider),
+        ),
+        ("sdk_headers", metrics(&provider)),
+        (
+            "sdk_headers_tenant_allow_list",
+            metrics_allow_list(&provider),
+        ),
+    ] {
+        for side in [Side::Server, Side::Client] {
+            let row = format!("{name}_{side:?}").to_lowercase();
+            group.bench_function(row, |b| {
+                b.iter(|| {
+                    drive_rpc_with_headers(
+                        black_box(&handler),
+                        side,
+                        UNARY_PATH,
+                        black_box(&headers),
+                        Code::Ok,
+                    );
+                });
             });
         }
     }

@@ -8,17 +8,18 @@ mod otel_support;
 mod stats_harness;
 mod support;
 
+use http::HeaderValue;
 use opentelemetry::metrics::NoopMeterProvider;
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
-use otel_support::{drive_rpc, sdk_provider};
+use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use stats_harness::{
     CountingAllocator, Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc,
-    current_thread_runtime, layered_echo_routes,
+    call_in_process, current_thread_runtime, layered_echo_routes, unary_body, unary_request,
 };
 use std::time::Instant;
 
 use tonic::Code;
-use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, End, RpcEvent, RpcInfo, Side, StatsHandler};
 
 #[global_allocator]
@@ -160,5 +161,118 @@ fn otel_unproven_server_rpcs_allocate_nothing_and_leave_nothing() {
             format!("{handler:?}").contains("learned_methods: 0,"),
             "{handler:?}"
         );
+    }
+}
+
+/// [`metrics`] with the tenant attribute: `team-a` named (allow-listed,
+/// or learned as the first seen).
+fn tenant_metrics(
+    provider: &dyn opentelemetry::metrics::MeterProvider,
+    tenants: TenantAttribute,
+) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(METHODS[0])
+        .with_service("pkg.Service")
+        .with_method_filter(|path: &str| path.starts_with("/filtered."))
+        .with_target("dns:///example.com:443")
+        .with_tenant_attribute(tenants)
+        .build()
+        .expect("valid names")
+}
+
+#[test]
+fn otel_tenant_attribute_allocates_nothing_per_rpc() {
+    let rt = current_thread_runtime();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
+    let noop = NoopMeterProvider::new();
+    let guards = || {
+        [
+            ("allow-list", TenantAttribute::allow_list(["team-a"])),
+            ("first seen", TenantAttribute::first_seen(1)),
+        ]
+    };
+    // A named tenant, one recorded as `other`, a federated id, none.
+    let tenants = [Some("team-a"), Some("team-z"), Some("team-a|team-b"), None];
+    for (guard, with_sdk) in guards().into_iter().zip(guards()) {
+        let handlers = [
+            tenant_metrics(&noop, guard.1),
+            tenant_metrics(&provider, with_sdk.1),
+        ];
+        for side in [Side::Server, Side::Client] {
+            for method in METHODS {
+                for tenant in tenants {
+                    let headers = org_id_headers(tenant);
+                    for (handler, which) in handlers.iter().zip(["handler", "with the SDK"]) {
+                        let mut i = 0_u64;
+                        let per_rpc = rt.block_on(allocations_per_call(RPCS, || {
+                            i += 1;
+                            let code = if i.is_multiple_of(2) {
+                                Code::Ok
+                            } else {
+                                Code::NotFound
+                            };
+                            drive_rpc_with_headers(handler, side, method, &headers, code);
+                            std::future::ready(())
+                        }));
+                        println!(
+                            "allocations/rpc {} {side:?} {method:<26} {tenant:<15?} {which}: {per_rpc:.2}",
+                            guard.0
+                        );
+                        assert_eq!(
+                            per_rpc, 0.0,
+                            "{} {side:?} {method} {tenant:?} {which}",
+                            guard.0
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Allocations per in-process unary echo RPC through `routes`, each
+/// request carrying `x-scope-orgid: team-a`.
+fn per_rpc_with_org_id<S, B>(rt: &tokio::runtime::Runtime, routes: &S) -> f64
+where
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let body = unary_body("hello");
+    rt.block_on(allocations_per_call(RPCS, || {
+        let mut request = unary_request(&body);
+        request
+            .headers_mut()
+            .insert("x-scope-orgid", HeaderValue::from_static("team-a"));
+        async move { assert_eq!(call_in_process(routes, request).await, Some(0)) }
+    }))
+}
+
+#[test]
+fn otel_tenant_server_stack_adds_no_allocation_per_rpc() {
+    let rt = current_thread_runtime();
+    let provider = sdk_provider(InMemoryMetricExporter::default());
+    let noop_handler = per_rpc_with_org_id(
+        &rt,
+        &layered_echo_routes(CombinedLayer::server().with(Noop)),
+    );
+    for tenants in [
+        TenantAttribute::allow_list(["team-a"]),
+        TenantAttribute::first_seen(10),
+    ] {
+        let handler = OtelMetrics::builder(&provider)
+            .with_method(UNARY_PATH)
+            .with_tenant_attribute(tenants)
+            .build()
+            .expect("valid name");
+        let with_tenant = per_rpc_with_org_id(
+            &rt,
+            &layered_echo_routes(CombinedLayer::server().with(handler)),
+        );
+        println!(
+            "in-process server allocations/rpc: no-op handler {noop_handler}, OtelMetrics + tenant + SDK {with_tenant}"
+        );
+        assert_eq!(with_tenant, noop_handler);
     }
 }

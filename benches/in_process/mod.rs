@@ -10,6 +10,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use bytes::Bytes;
 use criterion::{BenchmarkGroup, measurement::WallTime};
 use http::{Request, Response};
 use tokio::runtime::Runtime;
@@ -18,7 +19,7 @@ use tower::{Layer, Service};
 
 use super::interleaved::Round;
 use super::stats_harness::{
-    allocations_per_in_process_rpc, call_in_process, layered_echo_routes, unary_body, unary_request,
+    allocations_per_call, call_in_process, layered_echo_routes, unary_body, unary_request,
 };
 
 /// Calls counted for each allocations-per-RPC figure.
@@ -26,6 +27,9 @@ pub const ALLOCATION_CALLS: u64 = 500;
 
 /// Calls per timed round of the interleaved measurement.
 pub const CALLS_PER_ROUND: u32 = 1_000;
+
+/// Makes each request of a row from the request body.
+pub type MakeRequest = fn(&Bytes) -> Request<tonic::body::Body>;
 
 /// A criterion row: in-process unary calls through the echo routes under
 /// `layer`, after printing its allocations per RPC.
@@ -41,13 +45,35 @@ pub fn in_process<L, B>(
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
+    in_process_with(group, rt, name, layer, unary_request);
+}
+
+/// [`in_process`] with each request made by `request` (e.g. carrying
+/// more headers).
+pub fn in_process_with<L, B>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    name: &str,
+    layer: L,
+    request: MakeRequest,
+) where
+    L: Layer<Routes>,
+    L::Service: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
+    <L::Service as Service<Request<tonic::body::Body>>>::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
     let service = layered_echo_routes(layer);
     let body = unary_body("hello");
-    let per_rpc = rt.block_on(allocations_per_in_process_rpc(&service, ALLOCATION_CALLS));
+    let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
+        let request = request(&body);
+        let service = &service;
+        async move { assert_eq!(call_in_process(service, request).await, Some(0)) }
+    }));
     println!("allocations/rpc  in-process server  {name:<18} {per_rpc:.2}");
     group.bench_function(name, |b| {
         b.to_async(rt)
-            .iter(|| async { black_box(call_in_process(&service, unary_request(&body)).await) });
+            .iter(|| async { black_box(call_in_process(&service, request(&body)).await) });
     });
 }
 
@@ -64,8 +90,31 @@ where
     service_round(rt, layered_echo_routes(layer))
 }
 
+/// [`round`] with each request made by `request`.
+pub fn round_with<'a, L, B>(rt: &'a Runtime, layer: L, request: MakeRequest) -> Round<'a>
+where
+    L: Layer<Routes>,
+    L::Service: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
+    <L::Service as Service<Request<tonic::body::Body>>>::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    service_round_with(rt, layered_echo_routes(layer), request)
+}
+
 /// One timed round of `service`: `CALLS_PER_ROUND` in-process calls.
 pub fn service_round<'a, S, B>(rt: &'a Runtime, service: S) -> Round<'a>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    service_round_with(rt, service, unary_request)
+}
+
+/// [`service_round`] with each request made by `request`.
+pub fn service_round_with<'a, S, B>(rt: &'a Runtime, service: S, request: MakeRequest) -> Round<'a>
 where
     S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone + 'a,
     S::Error: std::fmt::Debug,
@@ -77,7 +126,7 @@ where
         rt.block_on(async {
             let start = Instant::now();
             for _ in 0..CALLS_PER_ROUND {
-                black_box(call_in_process(&service, unary_request(&body)).await);
+                black_box(call_in_process(&service, request(&body)).await);
             }
             start.elapsed()
         })

@@ -20,7 +20,7 @@ use tonic::body::Body;
 use tonic::service::Routes;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
-use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
 use tonic_hotpath::tenant::{ORG_ID_HEADER, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::layer::util::Identity;
@@ -136,11 +136,27 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
         ),
         server(
             (
+                "otel-tenant",
+                "OtelMetrics tenant",
+                "OtelMetrics with the tenant attribute (the requests' team-a allow-listed) into the 0.33 SDK",
+            ),
+            CombinedLayer::server().with(otel_metrics_tenant(&providers.sdk)),
+        ),
+        server(
+            (
                 "otel-noop",
                 "OtelMetrics no-op",
                 "OtelMetrics over the no-op meter provider",
             ),
             CombinedLayer::server().with(otel_metrics(&providers.noop)),
+        ),
+        server(
+            (
+                "otel-tenant-noop",
+                "OtelMetrics tenant no-op",
+                "OtelMetrics with the tenant attribute over the no-op meter provider (the handler's own tenant lookup)",
+            ),
+            CombinedLayer::server().with(otel_metrics_tenant(&providers.noop)),
         ),
         server(
             (
@@ -179,6 +195,16 @@ pub fn otel_metrics(provider: &dyn MeterProvider) -> OtelMetrics {
         .with_method(CHECK_PATH)
         .build()
         .expect("valid method path")
+}
+
+/// [`otel_metrics`] with the tenant attribute: the requests' org id
+/// allow-listed, so every RPC records it by name.
+pub fn otel_metrics_tenant(provider: &dyn MeterProvider) -> OtelMetrics {
+    OtelMetrics::builder(provider)
+        .with_method(CHECK_PATH)
+        .with_tenant_attribute(TenantAttribute::allow_list([ORG_ID]))
+        .build()
+        .expect("valid method path and tenant")
 }
 
 /// The crates.io peer, 0.2 (its newest), on the 0.32 SDK it is built for,

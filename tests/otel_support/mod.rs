@@ -6,8 +6,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::time::Instant;
 
+use http::{HeaderMap, HeaderValue};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use tonic::Code;
@@ -130,6 +132,16 @@ impl Sdk {
         })
     }
 
+    /// The counts of `name` (as [`counts`](Self::counts)) summed by the
+    /// value of attribute `key`: `None` for points without it.
+    pub fn counts_by(&self, name: &str, key: &str) -> BTreeMap<Option<String>, u64> {
+        let mut out = BTreeMap::new();
+        for (attrs, count) in self.counts(name) {
+            *out.entry(attrs.get(key).cloned()).or_default() += count;
+        }
+        out
+    }
+
     /// The data point of `name` with exactly `attrs`.
     pub fn point(&self, name: &str, attrs: &[(&str, &str)]) -> Option<Point> {
         self.export()
@@ -216,3 +228,78 @@ pub fn drive_rpc(handler: &OtelMetrics, side: Side, method: &str, code: Code) {
         handler.handle_rpc(&mut state, &event);
     }
 }
+
+/// Request headers carrying `x-scope-orgid: <org_id>` (none for `None`).
+pub fn org_id_headers(org_id: Option<&str>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+    headers.insert("te", HeaderValue::from_static("trailers"));
+    if let Some(org_id) = org_id {
+        headers.insert(
+            "x-scope-orgid",
+            HeaderValue::from_str(org_id).expect("a header value"),
+        );
+    }
+    headers
+}
+
+/// One served RPC's events through `handler` on `side`, as the layer
+/// delivers them, its request headers included (`request`): on a server
+/// `InHeader`, `Begin`, a message each way with gRPC response headers
+/// between, `End`; on a client `Begin`, `OutHeader`, a message each way,
+/// `End`.
+pub fn drive_rpc_with_headers(
+    handler: &OtelMetrics,
+    side: Side,
+    method: &str,
+    request: &HeaderMap,
+    code: Code,
+) {
+    let response = &*RESPONSE_HEADERS;
+    let info = RpcInfo::new(side, method);
+    let mut state = handler.tag_rpc(&info, None);
+    let begin = Instant::now();
+    let payload = Payload::uncompressed(7);
+    let events = match side {
+        Side::Server => [
+            RpcEvent::InHeader(request),
+            RpcEvent::Begin { time: begin },
+            RpcEvent::InPayload(payload),
+            RpcEvent::OutHeader(response),
+            RpcEvent::OutPayload(payload),
+        ],
+        Side::Client => [
+            RpcEvent::Begin { time: begin },
+            RpcEvent::OutHeader(request),
+            RpcEvent::OutPayload(payload),
+            RpcEvent::InHeader(response),
+            RpcEvent::InPayload(payload),
+        ],
+    };
+    for event in &events {
+        handler.handle_rpc(&mut state, event);
+    }
+    let end = End::new(code, begin, Instant::now());
+    handler.handle_rpc(&mut state, &RpcEvent::End(end));
+}
+
+/// A server RPC that the server does not serve, as tonic answers a
+/// made-up method (trailers-only `UNIMPLEMENTED`, request unread):
+/// `InHeader` (`request`), `Begin`, `End`.
+pub fn drive_unanswered_server_rpc(handler: &OtelMetrics, method: &str, request: &HeaderMap) {
+    let info = RpcInfo::new(Side::Server, method);
+    let mut state = handler.tag_rpc(&info, None);
+    let begin = Instant::now();
+    handler.handle_rpc(&mut state, &RpcEvent::InHeader(request));
+    handler.handle_rpc(&mut state, &RpcEvent::Begin { time: begin });
+    let end = End::new(Code::Unimplemented, begin, Instant::now());
+    handler.handle_rpc(&mut state, &RpcEvent::End(end));
+}
+
+/// gRPC response headers, as a server sends them before its first
+/// message (made once: driving an RPC allocates nothing of its own).
+static RESPONSE_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+    headers
+});

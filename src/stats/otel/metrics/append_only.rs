@@ -1,5 +1,6 @@
 //! [`AppendOnlyTable`]: entries appended rarely and read by index on every
-//! RPC, with no lock and no write to memory that other threads read.
+//! RPC, with no lock and no write to memory that other threads read; and
+//! [`SlotTable`], its storage, whose slots are filled in any order.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +28,7 @@ const SEGMENTS: usize = 29;
 /// allocate its whole capacity up front; segments keep the same reads
 /// and grow with the entries.
 pub(super) struct AppendOnlyTable<T> {
-    segments: [OnceLock<Box<[OnceLock<T>]>>; SEGMENTS],
+    slots: SlotTable<T, SEGMENTS>,
     /// Indices handed out so far (some may still be filling).
     claimed: AtomicUsize,
 }
@@ -35,7 +36,7 @@ pub(super) struct AppendOnlyTable<T> {
 impl<T> AppendOnlyTable<T> {
     pub(super) fn new() -> Self {
         Self {
-            segments: std::array::from_fn(|_| OnceLock::new()),
+            slots: SlotTable::new(),
             claimed: AtomicUsize::new(0),
         }
     }
@@ -44,14 +45,8 @@ impl<T> AppendOnlyTable<T> {
     /// once every `u32` index is taken.
     pub(super) fn push(&self, value: T) -> Option<u32> {
         let index = u32::try_from(self.claimed.fetch_add(1, Ordering::Relaxed)).ok()?;
-        let (segment, offset) = locate(index);
-        let slots = self.segments[segment].get_or_init(|| {
-            (0..FIRST_SEGMENT_LEN << segment)
-                .map(|_| OnceLock::new())
-                .collect()
-        });
         // The index is this call's alone, so its slot is empty.
-        slots[offset].set(value).ok()?;
+        self.slots.slot(index)?.set(value).ok()?;
         Some(index)
     }
 
@@ -60,8 +55,59 @@ impl<T> AppendOnlyTable<T> {
     /// acquire/release pair such as a `OnceLock`).
     #[inline]
     pub(super) fn get(&self, index: u32) -> Option<&T> {
+        self.slots.get(index)
+    }
+}
+
+/// A table of `T`s indexed by `u32` whose slots are filled once each, in
+/// any order: [`AppendOnlyTable`]'s storage, and a cache keyed by small
+/// indices (the attribute sets of each method for one tenant).
+///
+/// `N` segments hold the indices below `16 × (2^N − 1)` (every `u32` for
+/// 29); an index past them has no slot. A slot is read with two atomic
+/// loads, as an [`AppendOnlyTable`]'s entry; filling one allocates its
+/// segment if that is the first slot filled there (segments double in
+/// size, so a table whose indices stay below `n` allocates at most about
+/// `2n` slots).
+pub(super) struct SlotTable<T, const N: usize> {
+    segments: [OnceLock<Box<[OnceLock<T>]>>; N],
+}
+
+impl<T, const N: usize> SlotTable<T, N> {
+    pub(super) fn new() -> Self {
+        Self {
+            segments: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// The value at `index`, if its slot is filled.
+    #[inline]
+    pub(super) fn get(&self, index: u32) -> Option<&T> {
         let (segment, offset) = locate(index);
-        self.segments[segment].get()?.get(offset)?.get()
+        self.segments.get(segment)?.get()?.get(offset)?.get()
+    }
+
+    /// The value at `index`, filled with `make` first if the slot is
+    /// empty; `None` if `index` has no slot. A thread that finds another
+    /// filling the slot waits for it (once per slot, ever); a filled slot
+    /// costs what [`get`](Self::get) does.
+    #[inline]
+    pub(super) fn get_or_init(&self, index: u32, make: impl FnOnce() -> T) -> Option<&T> {
+        match self.get(index) {
+            Some(value) => Some(value),
+            None => Some(self.slot(index)?.get_or_init(make)),
+        }
+    }
+
+    /// The slot of `index`, its segment allocated if it was not.
+    fn slot(&self, index: u32) -> Option<&OnceLock<T>> {
+        let (segment, offset) = locate(index);
+        let slots = self.segments.get(segment)?.get_or_init(|| {
+            (0..FIRST_SEGMENT_LEN << segment)
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        slots.get(offset)
     }
 }
 
@@ -139,5 +185,23 @@ mod tests {
         }
         indices.sort_unstable();
         assert_eq!(indices, (0..2_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn slots_fill_once_in_any_order() {
+        let table = SlotTable::<_, 10>::new();
+        assert_eq!(table.get(5_000), None);
+        assert_eq!(table.get_or_init(5_000, || 1), Some(&1));
+        assert_eq!(table.get_or_init(5_000, || 2), Some(&1), "filled once");
+        assert_eq!(table.get_or_init(3, || 3), Some(&3));
+        assert_eq!(table.get(3), Some(&3));
+        assert_eq!(table.get(4), None);
+        // 10 segments: indices below 16 × 1023.
+        assert_eq!(table.get_or_init(16 * 1023 - 1, || 4), Some(&4));
+        assert_eq!(table.get_or_init(16 * 1023, || 5), None);
+        assert_eq!(table.get(u32::MAX), None);
+        // Only the segments of the slots filled were allocated.
+        let allocated = table.segments.iter().filter(|s| s.get().is_some()).count();
+        assert_eq!(allocated, 3);
     }
 }

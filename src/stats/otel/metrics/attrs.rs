@@ -1,8 +1,9 @@
-//! Attribute sets, built once per method and handed to every RPC of that
+//! Attribute sets, built once per method (and, with the tenant attribute,
+//! once per method and tenant recorded) and handed to every RPC of that
 //! method by reference: recording a measurement clones no `KeyValue` and
 //! allocates nothing in this crate.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use opentelemetry::{Key, KeyValue, StringValue, Value};
 use tonic::Code;
@@ -13,9 +14,9 @@ use crate::stats::Side;
 /// they are (A66).
 pub(super) const OTHER: &str = "other";
 
-const METHOD: Key = Key::from_static_str("grpc.method");
-const STATUS: Key = Key::from_static_str("grpc.status");
-const TARGET: Key = Key::from_static_str("grpc.target");
+pub(super) const METHOD: Key = Key::from_static_str("grpc.method");
+pub(super) const STATUS: Key = Key::from_static_str("grpc.status");
+pub(super) const TARGET: Key = Key::from_static_str("grpc.target");
 
 /// A66's `grpc.status` values (gRPC's code names), indexed by code.
 const STATUS_NAMES: [&str; 17] = [
@@ -83,6 +84,63 @@ impl MethodAttrs {
         match side {
             Side::Server => &set[..2],
             Side::Client => set,
+        }
+    }
+}
+
+/// The attribute sets of one method for one tenant: `started` is
+/// `[grpc.method, tenant, grpc.target]` and `ended[code]` is
+/// `[grpc.method, grpc.status, tenant, grpc.target]`; the server records
+/// them without their last element, as [`MethodAttrs`]. Built on the first
+/// RPC of that method and tenant, each `ended` set on the first RPC that
+/// ends with its code (most combinations see only a few codes: this keeps
+/// a combination at about 600 bytes instead of 4 KiB).
+#[derive(Debug)]
+pub(super) struct TenantAttrs {
+    started: [KeyValue; 3],
+    ended: [OnceLock<Box<[KeyValue; 4]>>; STATUS_NAMES.len()],
+}
+
+impl TenantAttrs {
+    /// `method`'s sets with `tenant` (the tenant attribute) added.
+    pub(super) fn new(method: &MethodAttrs, tenant: &KeyValue) -> Self {
+        let [method, target] = method.started.clone();
+        Self {
+            started: [method, tenant.clone(), target],
+            ended: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// The attributes of `*.started` on `side`.
+    #[inline]
+    pub(super) fn started(&self, side: Side) -> &[KeyValue] {
+        match side {
+            Side::Server => &self.started[..2],
+            Side::Client => &self.started,
+        }
+    }
+
+    /// The attributes of the measurements recorded at the end of an RPC
+    /// that ended with `code` on `side`.
+    #[inline]
+    pub(super) fn ended(&self, side: Side, code: Code) -> &[KeyValue] {
+        let code = if (code as usize) < STATUS_NAMES.len() {
+            code as usize
+        } else {
+            Code::Unknown as usize
+        };
+        let set = self.ended[code].get_or_init(|| {
+            let [method, tenant, target] = self.started.clone();
+            Box::new([
+                method,
+                KeyValue::new(STATUS, STATUS_NAMES[code]),
+                tenant,
+                target,
+            ])
+        });
+        match side {
+            Side::Server => &set[..3],
+            Side::Client => &set[..],
         }
     }
 }

@@ -1,5 +1,6 @@
 //! [`OtelMetricsBuilder`]: which methods are recorded as they are, the
-//! client's target, and the meter the instruments come from.
+//! client's target, the tenant attribute, and the meter the instruments
+//! come from.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,6 +11,8 @@ use super::OtelMetrics;
 use super::attrs::OTHER;
 use super::instruments::{ClientInstruments, ServerInstruments};
 use super::methods::{MethodTable, NameFilter, service_of};
+use super::tenant_attribute::TenantAttribute;
+use super::tenants::TenantTable;
 
 /// The bound on learned methods, by default.
 const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;
@@ -50,6 +53,7 @@ pub struct OtelMetricsBuilder {
     target: Option<String>,
     target_filter: Option<NameFilter>,
     max_learned_methods: usize,
+    tenant: Option<TenantAttribute>,
 }
 
 impl OtelMetricsBuilder {
@@ -62,6 +66,7 @@ impl OtelMetricsBuilder {
             target: None,
             target_filter: None,
             max_learned_methods: DEFAULT_MAX_LEARNED_METHODS,
+            tenant: None,
         }
     }
 
@@ -160,13 +165,38 @@ impl OtelMetricsBuilder {
         self
     }
 
+    /// Adds each RPC's tenant (its `x-scope-orgid`) to every measurement,
+    /// the tenants recorded by name chosen by `tenant`'s guard (an
+    /// allow-list or the first tenants seen) and every other valid tenant
+    /// recorded as `other`. Off by default: without it the handler records
+    /// no tenant and reads no header. See "The tenant attribute" on
+    /// [`OtelMetrics`] for the values and when `*.started` is counted.
+    ///
+    /// ```
+    /// use opentelemetry::metrics::NoopMeterProvider;
+    /// use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+    ///
+    /// let metrics = OtelMetrics::builder(&NoopMeterProvider::new())
+    ///     .with_service("pkg.Greeter")
+    ///     .with_tenant_attribute(TenantAttribute::allow_list(["team-a", "team-b"]))
+    ///     .build()?;
+    /// # let _ = metrics;
+    /// # Ok::<(), tonic_hotpath::stats::otel::OtelMetricsError>(())
+    /// ```
+    pub fn with_tenant_attribute(mut self, tenant: TenantAttribute) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
     /// Creates the instruments and the registered methods' attribute sets.
     ///
     /// # Errors
     ///
     /// [`OtelMetricsError`] when a registered method is not a full method
-    /// path (`/pkg.Service/Method`) or a service name is empty or
-    /// contains `/`.
+    /// path (`/pkg.Service/Method`), a service name is empty or contains
+    /// `/`, or the tenant attribute is refused (an allow-listed id that is
+    /// not a valid single org id, more than
+    /// [`TenantAttribute::MAX_TENANTS`] tenants, or a key that A66 uses).
     pub fn build(self) -> Result<OtelMetrics, OtelMetricsError> {
         let methods = self
             .methods
@@ -202,10 +232,12 @@ impl OtelMetricsBuilder {
             self.max_learned_methods,
             target,
         );
+        let tenants = self.tenant.map(TenantTable::new).transpose()?;
         Ok(OtelMetrics {
             server: ServerInstruments::new(&self.meter),
             client: ClientInstruments::new(&self.meter),
             methods: table,
+            tenants,
         })
     }
 }
@@ -219,12 +251,13 @@ impl fmt::Debug for OtelMetricsBuilder {
             .field("target", &self.target)
             .field("target_filter", &self.target_filter.is_some())
             .field("max_learned_methods", &self.max_learned_methods)
+            .field("tenant", &self.tenant)
             .finish_non_exhaustive()
     }
 }
 
 /// A method or service name given to [`OtelMetricsBuilder`] that names no
-/// method or service.
+/// method or service, or a tenant attribute it cannot record.
 ///
 /// ```
 /// use opentelemetry::metrics::NoopMeterProvider;
@@ -244,6 +277,20 @@ pub enum OtelMetricsError {
     InvalidMethod(String),
     /// An empty service name, or one containing `/`.
     InvalidService(String),
+    /// An allow-listed tenant that is not a valid single org id (Cortex's
+    /// tenant rules, no `|`), as given.
+    InvalidTenant(String),
+    /// More tenants to record by name than
+    /// [`TenantAttribute::MAX_TENANTS`].
+    TooManyTenants {
+        /// How many were asked for.
+        count: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A tenant attribute key that A66 already uses (`grpc.method`,
+    /// `grpc.status`, `grpc.target`).
+    TenantKeyTaken(String),
 }
 
 impl fmt::Display for OtelMetricsError {
@@ -256,6 +303,17 @@ impl fmt::Display for OtelMetricsError {
             OtelMetricsError::InvalidService(name) => write!(
                 f,
                 "`{name}` is not a gRPC service name (`pkg.Service`, no `/`)"
+            ),
+            OtelMetricsError::InvalidTenant(id) => {
+                write!(f, "`{id}` is not a valid single tenant (org id)")
+            }
+            OtelMetricsError::TooManyTenants { count, max } => write!(
+                f,
+                "{count} tenants to record by name; at most {max} are allowed"
+            ),
+            OtelMetricsError::TenantKeyTaken(key) => write!(
+                f,
+                "`{key}` is one of A66's attributes: choose another tenant attribute key"
             ),
         }
     }

@@ -2,23 +2,16 @@
 //! for each RPC with no lock and no shared write.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 
 use opentelemetry::Value;
 
-use super::append_only::AppendOnlyTable;
 use super::attrs::{MethodAttrs, OTHER, method_value, shared};
+use super::names::NameTable;
 
 /// Decides whether a method or target is recorded as it is (A66's
 /// filters).
 pub(super) type NameFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
-
-/// Bounds on the number of buckets of the path index: enough for the
-/// default learned-method bound, without a large array for a large one.
-const MIN_BUCKETS: usize = 16;
-const MAX_BUCKETS: usize = 4096;
 
 /// How an RPC's method is recorded: under its own name (the index of its
 /// entry in a [`MethodTable`]) or as `other`. Copied into each RPC's
@@ -29,44 +22,21 @@ pub(super) enum RecordedMethod {
     Other,
 }
 
-/// A method recorded under its own name.
-struct Entry {
-    /// The full path, `/pkg.Service/Method`.
-    path: Box<str>,
-    /// Boxed so that a table segment stays small.
-    attrs: Box<MethodAttrs>,
-    /// The next entry in the same bucket of the path index.
-    next_in_bucket: OnceLock<u32>,
-}
-
 /// Which methods are recorded under their own name, and their attribute
 /// sets.
 ///
 /// Registered methods (added when the handler is built) and learned ones
-/// (added by [`learn`](Self::learn)) are entries of one append-only table,
-/// found by path through one hash index: a fixed array of buckets, each
-/// the head of a chain of entries linked through `OnceLock`s. A lookup
-/// hashes the path once and follows the chain with atomic loads only; an
+/// (added by [`learn`](Self::learn), at most `max_learned`) are entries of
+/// one [`NameTable`], found by path with atomic loads only (no lock); an
 /// RPC then keeps its method's [`RecordedMethod`], and reading the
-/// attribute sets again is two more loads. Learning is rare (once per
-/// method, at most `max_learned` times in all), so learners take a mutex
-/// and readers never do: the index changes by setting an empty
-/// `OnceLock` (the end of a chain) after the new entry is in the table,
-/// so a reader sees either the chain without it or the whole entry.
+/// attribute sets again is two more loads. Each entry's attribute sets are
+/// boxed so that a table segment stays small.
 pub(super) struct MethodTable {
-    entries: AppendOnlyTable<Entry>,
-    buckets: Box<[OnceLock<u32>]>,
-    hasher: RandomState,
-    registered: usize,
+    methods: NameTable<Box<MethodAttrs>>,
     /// Registered services: their methods may be learned.
     services: HashSet<Box<str>>,
     /// Other methods that may be learned.
     filter: Option<NameFilter>,
-    /// Methods learned so far; written only under `learning`.
-    learned: AtomicUsize,
-    max_learned: usize,
-    /// Serialises learning.
-    learning: Mutex<()>,
     /// The attribute sets of everything else.
     other: MethodAttrs,
     target: Value,
@@ -81,46 +51,27 @@ impl MethodTable {
         max_learned: usize,
         target: &str,
     ) -> Self {
-        let buckets = methods
-            .len()
-            .saturating_add(max_learned)
-            .clamp(MIN_BUCKETS, MAX_BUCKETS)
-            .next_power_of_two();
         let target = shared(target);
-        let mut table = Self {
-            entries: AppendOnlyTable::new(),
-            buckets: (0..buckets).map(|_| OnceLock::new()).collect(),
-            hasher: RandomState::new(),
-            registered: 0,
+        let mut table = NameTable::new(methods.len(), max_learned);
+        for path in methods {
+            table.add(&path, || {
+                Box::new(MethodAttrs::new(&method_value(&path), &target))
+            });
+        }
+        Self {
+            methods: table,
             services: services.into_iter().map(String::into_boxed_str).collect(),
             filter,
-            learned: AtomicUsize::new(0),
-            max_learned,
-            learning: Mutex::new(()),
             other: MethodAttrs::new(&Value::from(OTHER), &target),
             target,
-        };
-        for path in methods {
-            if table.find(&path).is_none() && table.insert(&path).is_some() {
-                table.registered += 1;
-            }
         }
-        table
     }
 
     /// The registered or learned method at `path` (as in the request,
     /// `/pkg.Service/Method`), if any.
     #[inline]
     pub(super) fn find(&self, path: &str) -> Option<RecordedMethod> {
-        let mut link = &self.buckets[self.bucket_of(path)];
-        while let Some(&index) = link.get() {
-            let entry = self.entries.get(index)?;
-            if *entry.path == *path {
-                return Some(RecordedMethod::Named(index));
-            }
-            link = &entry.next_in_bucket;
-        }
-        None
+        self.methods.find(path).map(RecordedMethod::Named)
     }
 
     /// Whether a method that is not registered may be learned: its
@@ -134,74 +85,36 @@ impl MethodTable {
     /// `max_learned` methods are learned already (then: `other`). For a
     /// path the caller found [`accepts`](Self::accepts)ed.
     pub(super) fn learn(&self, path: &str) -> RecordedMethod {
-        // Once full, refused without the lock.
-        if self.is_full() {
-            return RecordedMethod::Other;
-        }
-        let _learning = self.learning.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(found) = self.find(path) {
-            return found;
-        }
-        let learned = self.learned.load(Ordering::Relaxed);
-        if learned >= self.max_learned {
-            return RecordedMethod::Other;
-        }
-        match self.insert(path) {
-            Some(index) => {
-                self.learned.store(learned + 1, Ordering::Release);
-                RecordedMethod::Named(index)
-            }
-            None => RecordedMethod::Other,
-        }
+        self.methods
+            .learn(path, || {
+                Box::new(MethodAttrs::new(&method_value(path), &self.target))
+            })
+            .map_or(RecordedMethod::Other, RecordedMethod::Named)
     }
 
     /// Whether `max_learned` methods are learned: no more will be.
     #[inline]
     pub(super) fn is_full(&self) -> bool {
-        self.learned.load(Ordering::Acquire) >= self.max_learned
+        self.methods.is_full()
     }
 
     /// The attribute sets of `method`.
     #[inline]
     pub(super) fn attrs(&self, method: RecordedMethod) -> &MethodAttrs {
         match method {
-            RecordedMethod::Named(index) => self
-                .entries
-                .get(index)
-                .map_or(&self.other, |entry| &entry.attrs),
+            RecordedMethod::Named(index) => {
+                self.methods.get(index).map_or(&self.other, |attrs| attrs)
+            }
             RecordedMethod::Other => &self.other,
         }
     }
 
-    /// Adds an entry for `path` (not in the table) and links it at the end
-    /// of its bucket's chain. Called while building, or under `learning`:
-    /// one inserter at a time.
-    fn insert(&self, path: &str) -> Option<u32> {
-        let index = self.entries.push(Entry {
-            path: path.into(),
-            attrs: Box::new(MethodAttrs::new(&method_value(path), &self.target)),
-            next_in_bucket: OnceLock::new(),
-        })?;
-        let mut link = &self.buckets[self.bucket_of(path)];
-        while let Some(&next) = link.get() {
-            link = &self.entries.get(next)?.next_in_bucket;
-        }
-        link.set(index).ok()?;
-        Some(index)
-    }
-
-    #[inline]
-    fn bucket_of(&self, path: &str) -> usize {
-        // The bucket count is a power of two: keep the hash's low bits.
-        (self.hasher.hash_one(path) as usize) & (self.buckets.len() - 1)
-    }
-
     pub(super) fn registered_len(&self) -> usize {
-        self.registered
+        self.methods.added_len()
     }
 
     pub(super) fn learned_len(&self) -> usize {
-        self.learned.load(Ordering::Acquire)
+        self.methods.learned_len()
     }
 
     pub(super) fn services(&self) -> impl Iterator<Item = &str> {
@@ -279,24 +192,6 @@ mod tests {
         assert_eq!(table.learned_len(), 2);
         assert_eq!(table.find("/pkg.S/M"), Some(m));
         assert_eq!(table.find("/pkg.R/B").map(|b| b == m), Some(false));
-    }
-
-    #[test]
-    fn every_entry_is_found_through_long_bucket_chains() {
-        // 16 buckets for 5 000 methods: chains of hundreds.
-        let table = MethodTable::new(Vec::new(), ["pkg.S".to_owned()], None, 0, "t");
-        let table = MethodTable {
-            max_learned: 5_000,
-            ..table
-        };
-        assert_eq!(table.buckets.len(), MIN_BUCKETS);
-        let learned: Vec<_> = (0..5_000)
-            .map(|i| table.learn(&format!("/pkg.S/M{i}")))
-            .collect();
-        for (i, method) in learned.iter().enumerate() {
-            assert_eq!(table.find(&format!("/pkg.S/M{i}")), Some(*method));
-        }
-        assert_eq!(table.find("/pkg.S/M5000"), None);
     }
 
     #[test]

@@ -6,21 +6,26 @@ mod builder;
 mod evidence;
 mod instruments;
 mod methods;
+mod names;
 mod state;
+mod tenant_attribute;
+mod tenants;
 mod unproven;
 
 use std::fmt;
 
-use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::MeterProvider;
+use opentelemetry::{InstrumentationScope, KeyValue};
 
-use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
+use crate::stats::{End, RpcEvent, RpcInfo, Side, StatsHandler};
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
 use evidence::Evidence;
 use instruments::{ClientInstruments, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
-use state::RpcMethod;
+use state::{RpcMethod, RpcTenant};
+pub use tenant_attribute::TenantAttribute;
+use tenants::{RecordedTenant, TenantOf, TenantTable};
 use unproven::UnprovenPath;
 
 /// gRPC's OpenTelemetry metrics (gRFC A66) for tonic servers and clients.
@@ -60,6 +65,9 @@ use unproven::UnprovenPath;
 /// - The meter is `tonic-hotpath` with the crate's version, from the
 ///   provider given to [`builder`](Self::builder); there is no fallback on
 ///   a global provider (A66).
+/// - With the tenant attribute on
+///   ([`with_tenant_attribute`](OtelMetricsBuilder::with_tenant_attribute)),
+///   every instrument also carries `grpc.tenant` (see below).
 ///
 /// # Which methods have their own name
 ///
@@ -89,6 +97,128 @@ use unproven::UnprovenPath;
 ///   to keep: an unproven path lives only in its RPC's state.
 /// - Everything else: `other`.
 ///
+/// # The tenant attribute
+///
+/// Off by default. With
+/// [`with_tenant_attribute`](OtelMetricsBuilder::with_tenant_attribute),
+/// every measurement also carries the RPC's tenant under `grpc.tenant`
+/// ([`TenantAttribute::DEFAULT_KEY`], or the key given), read from the
+/// request's `x-scope-orgid` in place with the crate's zero-copy
+/// extraction ([`tenant::extract_from_headers`](crate::tenant::extract_from_headers)):
+///
+/// | `x-scope-orgid` | value |
+/// |---|---|
+/// | a valid tenant recorded by name: allow-listed, or among the first K seen | the id |
+/// | any other valid tenant | `other` |
+/// | several tenants, `a\|b` (federated), each valid | `other` |
+/// | none, several headers, or an id that breaks the tenant rules | `""` (empty) |
+///
+/// - No tenant is the empty string, as gRPC's own optional labels have
+///   it when they have no value (gRFC A78 `grpc.lb.locality`, A89
+///   `grpc.lb.backend_service`): an empty org id is never valid, so it is
+///   never a tenant's name, and Prometheus reads an empty label as no
+///   label. An invalid id is not recorded as sent (anyone can send one);
+///   `grpc.status` shows how the server answered it
+///   (`UNAUTHENTICATED` / `INVALID_ARGUMENT` behind
+///   [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer)).
+/// - A federated RPC is no single tenant's: recording each member would
+///   count it once per member, and recording the list would multiply the
+///   time series past any guard. So it is `other`, with the tenants not
+///   recorded by name (as is a tenant actually named `other`).
+/// - Server: the tenant comes from `InHeader`, which comes before `Begin`,
+///   so `grpc.server.call.started` carries it. With
+///   [`TenantAttribute::first_seen`], a tenant is learned once an RPC of
+///   it is served, the proof a method needs (see above): until then its
+///   RPCs are counted as started when they prove it (under its name) or
+///   at `End` (as `other`, unless another RPC proved it meanwhile). A
+///   tenant whose calls a layer inside this one refuses (trailers-only)
+///   takes no place.
+/// - Client: the tenant comes from `OutHeader`, the request headers as
+///   sent (after every handler's
+///   [`edit_request_headers`](crate::stats::StatsHandler::edit_request_headers)),
+///   which follows `Begin` (grpc-go's order). So
+///   `grpc.client.attempt.started` is counted at `OutHeader`, which the
+///   layer delivers in the same call, right after `Begin`. A client learns
+///   a first-seen tenant on its first RPC. Stamp the id outside the stats
+///   layer ([`SetOrgIdLayer`](crate::tenant::SetOrgIdLayer) before
+///   [`CombinedLayer::client`](crate::stats::CombinedLayer::client)) for
+///   the layer to see it.
+/// - Each (method, tenant) pair recorded has its own attribute sets,
+///   built on its first RPC (each status code's on the first RPC ending
+///   with it) and reused: no `KeyValue` is cloned and nothing allocated
+///   per RPC after that. A tenant that is not recorded by name is kept
+///   nowhere, so memory is bounded by the named tenants (at most
+///   [`TenantAttribute::MAX_TENANTS`]) times the methods recorded.
+/// - Each named tenant multiplies the time series of every method and
+///   status. The OpenTelemetry SDK folds the attribute sets past its
+///   cardinality limit (2 000 per instrument by default; a view changes
+///   it) into one `otel.metric.overflow` series: size K or the
+///   allow-list with that in mind.
+///
+/// A server and clients for two tenants, one of them allow-listed:
+///
+/// ```
+/// use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+/// use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+/// use tonic_health::pb::health_client::HealthClient;
+/// use tonic_health::pb::{HealthCheckRequest, health_server::SERVICE_NAME};
+/// use tonic_hotpath::stats::CombinedLayer;
+/// use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+/// use tonic_hotpath::tenant::{OrgId, SetOrgIdLayer};
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     let exporter = InMemoryMetricExporter::default();
+///     let provider = SdkMeterProvider::builder()
+///         .with_reader(PeriodicReader::builder(exporter.clone()).build())
+///         .build();
+///
+///     let metrics = OtelMetrics::builder(&provider)
+///         .with_service(SERVICE_NAME)
+///         .with_tenant_attribute(TenantAttribute::allow_list(["team-a"]))
+///         .build()?;
+///     let layer = CombinedLayer::server().with(metrics);
+///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+///     let addr = listener.local_addr()?;
+///     let (_reporter, health) = tonic_health::server::health_reporter();
+///     tokio::spawn(
+///         tonic::transport::Server::builder()
+///             .layer(layer.clone())
+///             .add_service(health)
+///             .serve_with_incoming(layer.incoming_tcp(listener)),
+///     );
+///
+///     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+///         .connect()
+///         .await?;
+///     for tenant in ["team-a", "team-b"] {
+///         let layered = tower::ServiceBuilder::new()
+///             .layer(SetOrgIdLayer::new(OrgId::new(tenant)?))
+///             .service(channel.clone());
+///         HealthClient::new(layered).check(HealthCheckRequest::default()).await?;
+///     }
+///
+///     provider.force_flush()?;
+///     let mut tenants = Vec::new();
+///     for resource in exporter.get_finished_metrics()? {
+///         for metric in resource.scope_metrics().flat_map(|scope| scope.metrics()) {
+///             if let AggregatedMetrics::U64(MetricData::Sum(started)) = metric.data() {
+///                 for point in started.data_points() {
+///                     let tenant = point.attributes().find(|kv| kv.key.as_str() == "grpc.tenant");
+///                     tenants.push((tenant.map(|kv| kv.value.to_string()), point.value()));
+///                 }
+///             }
+///         }
+///     }
+///     tenants.sort();
+///     assert_eq!(
+///         tenants,
+///         [(Some("other".to_owned()), 1), (Some("team-a".to_owned()), 1)]
+///     );
+///     Ok(())
+/// }
+/// ```
+///
 /// # Cost
 ///
 /// The handler works on either side (it reads [`RpcInfo::side`]), so one
@@ -99,6 +229,11 @@ use unproven::UnprovenPath;
 /// handle to the method's attribute sets, built in advance, in its
 /// [`MetricsRpcState`]: recording allocates nothing in this crate (an
 /// unproven server RPC's path longer than 94 bytes is copied to the heap).
+/// The tenant attribute adds a scan of the request headers for
+/// `x-scope-orgid` and one hash of the id per RPC, then atomic loads; a
+/// server copies a valid id it has not learned yet into the RPC's state
+/// while the RPC proves it (to the heap past 38 bytes), only while
+/// [`first_seen`](TenantAttribute::first_seen) has room.
 ///
 /// A server and a client over 127.0.0.1, their metrics read back from the
 /// SDK's in-memory exporter:
@@ -159,6 +294,7 @@ pub struct OtelMetrics {
     server: ServerInstruments,
     client: ClientInstruments,
     methods: MethodTable,
+    tenants: Option<TenantTable>,
 }
 
 impl OtelMetrics {
@@ -180,6 +316,7 @@ impl fmt::Debug for OtelMetrics {
             .field("services", &self.methods.services().collect::<Vec<_>>())
             .field("method_filter", &self.methods.has_filter())
             .field("target", self.methods.target())
+            .field("tenant_attribute", &self.tenants)
             .finish_non_exhaustive()
     }
 }
@@ -192,6 +329,11 @@ impl StatsHandler for OtelMetrics {
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> MetricsRpcState {
         MetricsRpcState {
             method: self.tag_method(info.side, info.method),
+            tenant: match self.tenants {
+                Some(_) => RpcTenant::Awaiting,
+                None => RpcTenant::Off,
+            },
+            start_deferred: false,
             sent: 0,
             rcvd: 0,
         }
@@ -204,25 +346,19 @@ impl StatsHandler for OtelMetrics {
     /// method (under the method's name), or at `End` (as `other`, unless
     /// another RPC proved the method meanwhile). So the first calls of a
     /// method are counted as started when proven, not when they begin.
+    /// With the tenant attribute, the same holds for a tenant a server may
+    /// learn (see "The tenant attribute"), and a client counts an RPC as
+    /// started at its `OutHeader`, which the layer delivers right after
+    /// `Begin`.
     fn handle_rpc(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) {
-        if let RpcMethod::Unproven(path) = &state.method {
-            state.method = match Evidence::of(event) {
-                Evidence::None => return,
-                evidence => self.started_late(path, evidence),
-            };
+        if state.is_unsettled() && !self.settle(state, event) {
+            return;
         }
         let RpcMethod::Known { side, method } = state.method else {
             return;
         };
-        let attrs = self.methods.attrs(method);
         match event {
-            RpcEvent::Begin { .. } => {
-                let started = match side {
-                    Side::Server => &self.server.started,
-                    Side::Client => &self.client.attempt_started,
-                };
-                started.add(1, attrs.started(side));
-            }
+            RpcEvent::Begin { .. } => self.count_started(side, method, &state.tenant),
             RpcEvent::OutPayload(payload) => {
                 state.sent = state
                     .sent
@@ -238,7 +374,7 @@ impl StatsHandler for OtelMetrics {
                     .end_time
                     .saturating_duration_since(end.begin_time)
                     .as_secs_f64();
-                let set = attrs.ended(side, end.code);
+                let set = self.ended_attrs(side, method, &state.tenant, end);
                 match side {
                     Side::Server => {
                         self.server.duration.record(seconds, set);
@@ -274,22 +410,118 @@ impl OtelMetrics {
         RpcMethod::Known { side, method }
     }
 
-    /// Counts a server RPC to `path` as started, late, on `evidence`:
-    /// under the method's name if it is proven, by this RPC (learning it,
-    /// within the bound) or by another one; as `other` if not.
-    #[cold]
-    fn started_late(&self, path: &UnprovenPath, evidence: Evidence) -> RpcMethod {
-        let path = path.as_str();
-        let method = match (self.methods.find(path), evidence) {
-            (Some(found), _) => found,
-            (None, Evidence::Served) => self.methods.learn(path),
-            (None, _) => RecordedMethod::Other,
+    /// Settles what `event` tells about an RPC whose method or tenant
+    /// waits (see [`MetricsRpcState::is_unsettled`]), and counts its
+    /// deferred `*.started` once both are settled. Returns whether `event`
+    /// is then recorded as usual.
+    fn settle(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) -> bool {
+        let Some(side) = state.side() else {
+            return false;
         };
-        let attrs = self.methods.attrs(method).started(Side::Server);
-        self.server.started.add(1, attrs);
-        RpcMethod::Known {
-            side: Side::Server,
-            method,
+        match (event, side) {
+            // The request headers: before `Begin` on a server, after it on
+            // a client.
+            (RpcEvent::InHeader(headers), Side::Server)
+            | (RpcEvent::OutHeader(headers), Side::Client) => {
+                if let (RpcTenant::Awaiting, Some(tenants)) = (&state.tenant, &self.tenants) {
+                    state.tenant = match tenants.tenant_of(headers, side) {
+                        TenantOf::Recorded(tenant) => RpcTenant::Recorded(tenant),
+                        TenantOf::Unknown(id) => RpcTenant::Unproven(id),
+                    };
+                }
+            }
+            (RpcEvent::Begin { .. }, _) => {
+                if side == Side::Server && matches!(state.tenant, RpcTenant::Awaiting) {
+                    // No request headers came first (only a handler driven
+                    // by hand skips them).
+                    state.tenant = RpcTenant::Recorded(RecordedTenant::NoTenant);
+                }
+                if state.is_unsettled() {
+                    state.start_deferred = true;
+                    return false;
+                }
+                return true;
+            }
+            (RpcEvent::End(_), _) => self.settle_all(state, Evidence::Ended),
+            (_, Side::Server) if Evidence::of(event) == Evidence::Served => {
+                self.settle_all(state, Evidence::Served);
+            }
+            _ => {}
+        }
+        if state.start_deferred && !state.is_unsettled() {
+            state.start_deferred = false;
+            if let RpcMethod::Known { side, method } = state.method {
+                self.count_started(side, method, &state.tenant);
+            }
+        }
+        true
+    }
+
+    /// Settles an unproven server method or tenant on `evidence`: under
+    /// its name if it is proven, by this RPC (learning it, within its
+    /// bound) or by another one; as `other` if not. A tenant still
+    /// awaiting its headers at `End` names none.
+    #[cold]
+    fn settle_all(&self, state: &mut MetricsRpcState, evidence: Evidence) {
+        if let RpcMethod::Unproven(path) = &state.method {
+            let path = path.as_str();
+            let method = match (self.methods.find(path), evidence) {
+                (Some(found), _) => found,
+                (None, Evidence::Served) => self.methods.learn(path),
+                (None, _) => RecordedMethod::Other,
+            };
+            state.method = RpcMethod::Known {
+                side: Side::Server,
+                method,
+            };
+        }
+        let Some(tenants) = &self.tenants else {
+            return;
+        };
+        match &state.tenant {
+            RpcTenant::Unproven(id) => {
+                let tenant = match (tenants.find(id.as_str()), evidence) {
+                    (Some(found), _) => found,
+                    (None, Evidence::Served) => tenants.learn(id.as_str()),
+                    (None, _) => RecordedTenant::Other,
+                };
+                state.tenant = RpcTenant::Recorded(tenant);
+            }
+            RpcTenant::Awaiting => state.tenant = RpcTenant::Recorded(RecordedTenant::NoTenant),
+            RpcTenant::Off | RpcTenant::Recorded(_) => {}
+        }
+    }
+
+    /// Counts an RPC of `method` (and `tenant`) as started on `side`.
+    #[inline]
+    fn count_started(&self, side: Side, method: RecordedMethod, tenant: &RpcTenant) {
+        let attrs = match (&self.tenants, tenant.recorded()) {
+            (Some(tenants), Some(tenant)) => {
+                tenants.attrs(&self.methods, method, tenant).started(side)
+            }
+            _ => self.methods.attrs(method).started(side),
+        };
+        let started = match side {
+            Side::Server => &self.server.started,
+            Side::Client => &self.client.attempt_started,
+        };
+        started.add(1, attrs);
+    }
+
+    /// The attributes of the measurements recorded at `end`.
+    #[inline]
+    fn ended_attrs(
+        &self,
+        side: Side,
+        method: RecordedMethod,
+        tenant: &RpcTenant,
+        end: &End<'_>,
+    ) -> &[KeyValue] {
+        match (&self.tenants, tenant.recorded()) {
+            (Some(tenants), Some(tenant)) => tenants
+                .attrs(&self.methods, method, tenant)
+                .ended(side, end.code),
+            _ => self.methods.attrs(method).ended(side, end.code),
         }
     }
 }

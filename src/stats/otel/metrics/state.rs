@@ -2,11 +2,14 @@
 //! per RPC.
 
 use super::methods::RecordedMethod;
+use super::tenants::RecordedTenant;
 use super::unproven::UnprovenPath;
 use crate::stats::Side;
+use crate::tenant::OrgId;
 
 /// [`OtelMetrics`](super::OtelMetrics)' per-RPC state: how the RPC's
-/// method is recorded and the message bytes sent and received so far.
+/// method (and tenant) is recorded and the message bytes sent and
+/// received so far.
 /// Stored inline by the layer (it is the handler's
 /// [`StatsHandler::RpcState`](crate::stats::StatsHandler::RpcState));
 /// nothing to build by hand.
@@ -22,8 +25,31 @@ use crate::stats::Side;
 #[derive(Debug, Default)]
 pub struct MetricsRpcState {
     pub(super) method: RpcMethod,
+    pub(super) tenant: RpcTenant,
+    /// `Begin` came while the method or tenant was unsettled: `*.started`
+    /// is counted once both are.
+    pub(super) start_deferred: bool,
     pub(super) sent: u64,
     pub(super) rcvd: u64,
+}
+
+impl MetricsRpcState {
+    /// Whether the method or the tenant waits for a later event.
+    #[inline]
+    pub(super) fn is_unsettled(&self) -> bool {
+        matches!(self.method, RpcMethod::Unproven(_))
+            || matches!(self.tenant, RpcTenant::Awaiting | RpcTenant::Unproven(_))
+    }
+
+    /// The RPC's side, unless the layer made the state without `tag_rpc`.
+    #[inline]
+    pub(super) fn side(&self) -> Option<Side> {
+        match self.method {
+            RpcMethod::Untagged => None,
+            RpcMethod::Known { side, .. } => Some(side),
+            RpcMethod::Unproven(_) => Some(Side::Server),
+        }
+    }
 }
 
 /// How an RPC's method is recorded.
@@ -40,4 +66,33 @@ pub(super) enum RpcMethod {
     /// has not been seen to serve: `*.started` waits for the proof (or
     /// `End`).
     Unproven(UnprovenPath),
+}
+
+/// How an RPC's tenant is recorded.
+#[derive(Debug, Default)]
+pub(super) enum RpcTenant {
+    /// The handler records no tenant.
+    #[default]
+    Off,
+    /// The request headers are still to come (a client's `OutHeader`, a
+    /// server's `InHeader`).
+    Awaiting,
+    /// Recorded as the tenant.
+    Recorded(RecordedTenant),
+    /// A server RPC of a valid tenant that may be learned but that the
+    /// server has not been seen to serve: `*.started` waits for the proof
+    /// (or `End`), as for an [`RpcMethod::Unproven`].
+    Unproven(OrgId),
+}
+
+impl RpcTenant {
+    /// How the tenant is recorded, `None` if the handler records none.
+    #[inline]
+    pub(super) fn recorded(&self) -> Option<RecordedTenant> {
+        match self {
+            RpcTenant::Recorded(tenant) => Some(*tenant),
+            // Not reached once settled: only `Off` is left.
+            _ => None,
+        }
+    }
 }
