@@ -1,0 +1,92 @@
+//! Per-tenant admission control: [`TenantLimitLayer`], a tower layer that
+//! gives each tenant an in-flight limit and a rate limit, with defaults,
+//! per-tenant overrides changed at run time, and Cortex's global strategy.
+//!
+//! Cortex and Mimir enforce per-tenant limits in their distributors
+//! (dskit's `limiter.RateLimiter`, `validation.Overrides`, the runtime
+//! config file) and count each refusal per tenant. Here:
+//!
+//! - **Limits** ([`Limits`]): `max_in_flight` calls at once and a
+//!   [`Rate`] (calls per second with a burst; GCRA, one timestamp per
+//!   tenant), each optional. [`TenantLimitLayer::new`] takes the defaults;
+//!   overrides give tenants their own.
+//! - **Refusals**: `RESOURCE_EXHAUSTED`, trailers-only, the inner service
+//!   not called, with a stable message naming the tenant and the limit
+//!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
+//! - **At run time** ([`LimitsHandle`]): defaults and overrides swapped
+//!   atomically; with feature `limits-file`, a Cortex-style overrides file
+//!   re-read on an interval ([`LimitsHandle::watch_file`]).
+//! - **Global strategy**: [`LimitsHandle::set_replicas`] divides each
+//!   rate among the replicas the application reports, as Cortex's
+//!   `global` ingestion-rate strategy does (no shared store).
+//! - **Metrics**: every refusal goes to a [`LimitObserver`];
+//!   `LimitMetrics` (feature `otel`) counts them by tenant and reason.
+//!
+//! # Where it goes
+//!
+//! Inside [`RequireOrgIdLayer`](super::RequireOrgIdLayer) (the order
+//! `DESIGN.md` gives) it reads the tenants that layer validated from the
+//! request's extensions; outside it, or without it, it reads
+//! `x-scope-orgid` itself, borrowed, by the same rules. Either order
+//! refuses and admits alike, with one difference: outside, a call that
+//! `RequireOrgIdLayer` then refuses (a federated id it does not accept)
+//! has been counted.
+//!
+//! # Rules
+//!
+//! - **No valid org id**: the call passes, unlimited and uncounted
+//!   (`RequireOrgIdLayer` is the layer that refuses it).
+//! - **A tenant without limits** (no override, unlimited defaults) costs
+//!   no state and no atomic operation.
+//! - **Federated ids** (`a|b`): the call is charged to every tenant named
+//!   (one in-flight place and one token each) and admitted only if every
+//!   one is under its limits; refused, it names the first tenant (in
+//!   sorted order) that was over, and the tenants already charged get
+//!   their place and token back.
+//! - **Scope**: every request by default;
+//!   [`only_methods`](TenantLimitLayer::only_methods) /
+//!   [`only_services`](TenantLimitLayer::only_services) limit some
+//!   methods only, sharing one state per tenant.
+//! - **Plain HTTP** (axum routes beside gRPC, by `content-type`): limited
+//!   like gRPC when in scope, refused with `429` and the message as text.
+//! - **Changes**: a tenant keeps its state across a change of its
+//!   limits: calls in flight still count against a new in-flight limit, and
+//!   the rate bucket keeps its level under a new rate. A tenant that gets
+//!   limits only counts the calls admitted from then on.
+//!
+//! # Cost and memory
+//!
+//! A limited call hashes its tenant id once (keyed SipHash), loads the
+//! configuration (arc-swap: no lock, no shared reference count), finds
+//! the tenant's state in a `papaya` map (lock-free reads), then updates
+//! that tenant's atomics: a compare-and-swap on its rate bucket, one on
+//! its in-flight count, and an `Arc` clone for the slot; ending the call
+//! is one subtraction. Nothing on that path is shared by all tenants, so
+//! tenants never contend with each other; a known tenant's call
+//! allocates nothing.
+//!
+//! States are evicted when idle, and at most
+//! [`max_tenants`](TenantLimitLayer::max_tenants) tenants on the default
+//! limits are tracked: see [`TenantLimitLayer::idle_timeout`] and the
+//! rules of the cap under "Memory" in the README.
+
+mod body;
+mod config;
+mod future;
+mod gcra;
+mod handle;
+mod layer;
+mod limiter;
+mod map;
+mod observer;
+mod refusal;
+mod snapshot;
+mod state;
+
+pub use body::TenantLimitBody;
+pub use config::{InvalidRate, Limits, Rate};
+pub use future::TenantLimitFuture;
+pub use handle::LimitsHandle;
+pub use layer::{TenantLimit, TenantLimitLayer};
+pub use observer::LimitObserver;
+pub use refusal::{ExceededLimit, LimitExceeded};
