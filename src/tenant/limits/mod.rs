@@ -72,6 +72,8 @@
 
 mod body;
 mod config;
+#[cfg(feature = "limits-file")]
+mod file;
 mod future;
 mod gcra;
 mod handle;
@@ -79,14 +81,20 @@ mod layer;
 mod limiter;
 mod map;
 mod observer;
+#[cfg(feature = "otel")]
+mod otel;
 mod refusal;
 mod snapshot;
 mod state;
 
 pub use body::TenantLimitBody;
 pub use config::{InvalidRate, Limits, Rate};
+#[cfg(feature = "limits-file")]
+pub use file::{FileWatch, LimitsFileError, OverridesError, parse_overrides};
 pub use future::TenantLimitFuture;
 pub use handle::LimitsHandle;
 pub use layer::{TenantLimit, TenantLimitLayer};
 pub use observer::LimitObserver;
+#[cfg(feature = "otel")]
+pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
 pub use refusal::{ExceededLimit, LimitExceeded};

@@ -1,0 +1,568 @@
+//! The overrides file (feature `limits-file`): Cortex's runtime
+//! configuration file, reduced to this layer's limits, read once or
+//! re-read on an interval.
+//!
+//! ```yaml
+//! overrides:
+//!   team-a:            # a tenant id (quote ids YAML would read as numbers: "007")
+//!     max_in_flight: 8 # null: no in-flight limit; 0 refuses every call
+//!     rate: 100        # calls per second; null: no rate limit
+//!     burst: 200       # at least 1
+//!   team-b:
+//!     rate: 5          # burst: the defaults' burst, or the rate rounded up
+//! ```
+//!
+//! As in Cortex, a tenant's entry is laid over the defaults: a key left
+//! out keeps the default limit. Other top-level sections (a Cortex runtime
+//! configuration has several) are ignored; within a tenant, an unknown key
+//! is an error, so that a typo does not silently mean "no limit". The
+//! file must be valid YAML 1.2, with unique keys.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use saphyr::{MarkedYaml, Scalar, YamlData, YamlLoader};
+use saphyr_parser::Parser;
+
+use super::config::{Limits, Rate};
+use super::handle::LimitsHandle;
+use crate::tenant::OrgId;
+
+/// Why an overrides file was not applied: it could not be read, or its
+/// content is not a valid overrides file (with the line).
+#[derive(Debug)]
+pub struct LimitsFileError {
+    path: PathBuf,
+    kind: ErrorKind,
+}
+
+#[derive(Debug)]
+enum ErrorKind {
+    Read(io::Error),
+    Invalid(OverridesError),
+}
+
+impl LimitsFileError {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl fmt::Display for LimitsFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::Read(error) => write!(
+                f,
+                "cannot read overrides file {}: {error}",
+                self.path.display()
+            ),
+            ErrorKind::Invalid(error) => {
+                write!(f, "overrides file {}: {error}", self.path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LimitsFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Read(error) => Some(error),
+            ErrorKind::Invalid(error) => Some(error),
+        }
+    }
+}
+
+/// What is wrong with an overrides document, and on which line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverridesError {
+    line: usize,
+    message: String,
+}
+
+impl OverridesError {
+    /// The line (1-based) of the offending node.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+}
+
+impl fmt::Display for OverridesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for OverridesError {}
+
+/// The overrides of an overrides file's text (see the module docs),
+/// each laid over `defaults`, in the file's order.
+///
+/// ```
+/// use tonic_hotpath::tenant::limits::{Limits, parse_overrides};
+///
+/// let defaults = Limits::unlimited().with_max_in_flight(4);
+/// let overrides = parse_overrides("overrides:\n  team-a:\n    rate: 10\n", defaults)?;
+/// let (tenant, limits) = &overrides[0];
+/// assert_eq!(tenant.as_str(), "team-a");
+/// assert_eq!(limits.max_in_flight, Some(4)); // from the defaults
+/// assert_eq!(limits.rate.map(|rate| (rate.per_second, rate.burst)), Some((10.0, 10)));
+///
+/// let error = parse_overrides("overrides:\n  team-a:\n    burts: 3\n", defaults).unwrap_err();
+/// assert_eq!(error.line(), 3);
+/// # Ok::<(), tonic_hotpath::tenant::limits::OverridesError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`OverridesError`] for invalid YAML, an invalid tenant id, an unknown
+/// key, or a value out of range.
+pub fn parse_overrides(
+    text: &str,
+    defaults: Limits,
+) -> Result<Vec<(OrgId, Limits)>, OverridesError> {
+    let mut loader = YamlLoader::<MarkedYaml<'_>>::default();
+    // Keep scalars as written: a tenant id `007` stays `007`.
+    loader.early_parse(false);
+    let loaded = Parser::new_from_str(text).load(&mut loader, true);
+    if let Some(error) = loaded.err().or_else(|| loader.error().cloned()) {
+        return Err(OverridesError {
+            line: error.marker().line(),
+            message: error.info().to_owned(),
+        });
+    }
+    let documents = loader.into_documents();
+    let root = match documents.as_slice() {
+        [] => return Ok(Vec::new()),
+        [root] => root,
+        [_, second, ..] => return Err(at(second, "expected one YAML document".into())),
+    };
+    let top = match &root.data {
+        YamlData::Mapping(top) => top,
+        _ if is_null(root) => return Ok(Vec::new()),
+        _ => return Err(at(root, "the top level must be a mapping".into())),
+    };
+    let Some(overrides) = top
+        .iter()
+        .find_map(|(key, value)| (text_of(key) == Some("overrides")).then_some(value))
+    else {
+        return Ok(Vec::new());
+    };
+    let tenants = match &overrides.data {
+        YamlData::Mapping(tenants) => tenants,
+        _ if is_null(overrides) => return Ok(Vec::new()),
+        _ => {
+            return Err(at(
+                overrides,
+                "`overrides` must map tenant ids to their limits".into(),
+            ));
+        }
+    };
+    tenants
+        .iter()
+        .map(|(key, value)| {
+            let id = text_of(key).ok_or_else(|| at(key, "a tenant id must be a scalar".into()))?;
+            let tenant =
+                OrgId::new(id).map_err(|error| at(key, format!("tenant {id:?}: {error}")))?;
+            let limits = tenant_limits(value, defaults)
+                .map_err(|(node, message)| at(node, format!("tenant {id:?}: {message}")))?;
+            Ok((tenant, limits))
+        })
+        .collect()
+}
+
+/// A problem at `node`.
+type NodeError<'a, 'input> = (&'a MarkedYaml<'input>, String);
+
+/// One tenant's entry laid over `defaults`.
+fn tenant_limits<'a, 'input>(
+    entry: &'a MarkedYaml<'input>,
+    defaults: Limits,
+) -> Result<Limits, NodeError<'a, 'input>> {
+    let fields = match &entry.data {
+        YamlData::Mapping(fields) => fields,
+        _ if is_null(entry) => return Ok(defaults),
+        _ => return Err((entry, "expected a mapping of limits".into())),
+    };
+    let mut max_in_flight = defaults.max_in_flight;
+    let mut per_second: Option<Option<f64>> = None;
+    let mut burst: Option<u32> = None;
+    for (key, value) in fields {
+        match text_of(key) {
+            Some("max_in_flight") => {
+                max_in_flight = match scalar(value) {
+                    Some(Scalar::Null) => None,
+                    Some(Scalar::Integer(n)) => Some(
+                        u32::try_from(n)
+                            .map_err(|_| (value, format!("max_in_flight {n} is out of range")))?,
+                    ),
+                    _ => return Err((value, "max_in_flight must be an integer or null".into())),
+                };
+            }
+            Some("rate") => {
+                per_second = Some(match scalar(value) {
+                    Some(Scalar::Null) => None,
+                    Some(Scalar::Integer(n)) => Some(n as f64),
+                    Some(Scalar::FloatingPoint(x)) => Some(x.into_inner()),
+                    _ => return Err((value, "rate must be a number or null".into())),
+                });
+            }
+            Some("burst") => {
+                burst = match scalar(value) {
+                    Some(Scalar::Null) => None,
+                    Some(Scalar::Integer(n)) => Some(
+                        u32::try_from(n)
+                            .ok()
+                            .filter(|&n| n >= 1)
+                            .ok_or_else(|| (value, format!("burst {n} is out of range")))?,
+                    ),
+                    _ => return Err((value, "burst must be an integer".into())),
+                };
+            }
+            other => {
+                return Err((
+                    key,
+                    format!(
+                        "unknown key {:?} (expected max_in_flight, rate or burst)",
+                        other.unwrap_or("?")
+                    ),
+                ));
+            }
+        }
+    }
+    let rate = match (per_second, burst) {
+        (None, None) => defaults.rate,
+        (Some(None), None) => None,
+        (None | Some(None), Some(burst)) => {
+            let per_second = defaults
+                .rate
+                .filter(|_| per_second.is_none())
+                .map(|rate| rate.per_second)
+                .ok_or((entry, "burst without a rate".to_owned()))?;
+            Some(valid_rate(entry, per_second, burst)?)
+        }
+        (Some(Some(per_second)), burst) => {
+            let burst = burst
+                .or(defaults.rate.map(|rate| rate.burst))
+                .unwrap_or_else(|| per_second.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
+            Some(valid_rate(entry, per_second, burst)?)
+        }
+    };
+    Ok(Limits {
+        max_in_flight,
+        rate,
+    })
+}
+
+fn valid_rate<'a, 'input>(
+    entry: &'a MarkedYaml<'input>,
+    per_second: f64,
+    burst: u32,
+) -> Result<Rate, NodeError<'a, 'input>> {
+    Rate::new(per_second, burst).map_err(|error| (entry, error.to_string()))
+}
+
+/// The scalar at `node`, parsed by YAML 1.2's core schema (quoted scalars
+/// are strings); `None` for a collection.
+fn scalar<'input>(node: &MarkedYaml<'input>) -> Option<Scalar<'input>> {
+    match &node.data {
+        YamlData::Representation(text, style, tag) => {
+            Scalar::parse_from_cow_and_metadata(text.clone(), *style, tag.as_ref())
+        }
+        YamlData::Value(value) => Some(value.clone()),
+        _ => None,
+    }
+}
+
+fn is_null(node: &MarkedYaml<'_>) -> bool {
+    matches!(scalar(node), Some(Scalar::Null))
+}
+
+/// A scalar's text as written (not interpreted).
+fn text_of<'a>(node: &'a MarkedYaml<'_>) -> Option<&'a str> {
+    match &node.data {
+        YamlData::Representation(text, ..) => Some(text),
+        YamlData::Value(Scalar::String(text)) => Some(text),
+        _ => None,
+    }
+}
+
+fn at(node: &MarkedYaml<'_>, message: String) -> OverridesError {
+    OverridesError {
+        line: node.span.start.line(),
+        message,
+    }
+}
+
+/// A watched overrides file (from [`LimitsHandle::watch_file`]): its task
+/// and what its reloads did. Dropping it stops the watching.
+#[derive(Debug)]
+pub struct FileWatch {
+    task: tokio::task::JoinHandle<()>,
+    status: Arc<WatchStatus>,
+}
+
+#[derive(Debug, Default)]
+struct WatchStatus {
+    last_error: Mutex<Option<Arc<LimitsFileError>>>,
+    checks: AtomicU64,
+    reloads: AtomicU64,
+}
+
+impl FileWatch {
+    /// The error of the last check, if it failed (the last good overrides
+    /// stay in force); `None` once a check succeeds again.
+    pub fn last_error(&self) -> Option<Arc<LimitsFileError>> {
+        self.status
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many times the file was read (good or bad).
+    pub fn checks(&self) -> u64 {
+        self.status.checks.load(Ordering::Acquire)
+    }
+
+    /// How many times its overrides were applied (a check applies them
+    /// when the file's content changed since the last application).
+    pub fn reloads(&self) -> u64 {
+        self.status.reloads.load(Ordering::Acquire)
+    }
+
+    /// Stops watching (as dropping it does).
+    pub fn stop(self) {}
+}
+
+impl Drop for FileWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl LimitsHandle {
+    /// Reads the overrides file at `path` (see the [module docs](self))
+    /// and makes its overrides the tenants' overrides, replacing all
+    /// others; returns how many there are. On an error nothing changes.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitsFileError`] if the file cannot be read or is not a valid
+    /// overrides file.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<usize, LimitsFileError> {
+        let path = path.as_ref();
+        let text = std::fs::read(path).map_err(|error| LimitsFileError {
+            path: path.to_owned(),
+            kind: ErrorKind::Read(error),
+        })?;
+        self.apply(path, &text)
+    }
+
+    fn apply(&self, path: &Path, text: &[u8]) -> Result<usize, LimitsFileError> {
+        let invalid = |error| LimitsFileError {
+            path: path.to_owned(),
+            kind: ErrorKind::Invalid(error),
+        };
+        let text = std::str::from_utf8(text).map_err(|error| {
+            invalid(OverridesError {
+                line: 1,
+                message: format!("not UTF-8: {error}"),
+            })
+        })?;
+        let overrides = parse_overrides(text, self.defaults()).map_err(invalid)?;
+        let count = overrides.len();
+        self.replace_overrides(overrides);
+        Ok(count)
+    }
+
+    /// Watches the overrides file at `path`: reads it now and every
+    /// `interval` on a Tokio task, applying it (as
+    /// [`load_file`](Self::load_file)) whenever its content changed. A bad
+    /// file keeps the last good overrides; its error is in
+    /// [`FileWatch::last_error`] until a good file replaces it. Each check
+    /// also runs an eviction sweep ([`evict_idle`](Self::evict_idle)).
+    ///
+    /// The file then owns the overrides: an application replaces those set
+    /// through [`set_override`](Self::set_override) as well.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime (it spawns the task).
+    pub fn watch_file(&self, path: impl Into<PathBuf>, interval: Duration) -> FileWatch {
+        let status = Arc::new(WatchStatus::default());
+        let task = tokio::spawn(watch(
+            self.clone(),
+            path.into(),
+            interval,
+            Arc::clone(&status),
+        ));
+        FileWatch { task, status }
+    }
+}
+
+/// The watching task: one check per tick.
+async fn watch(handle: LimitsHandle, path: PathBuf, interval: Duration, status: Arc<WatchStatus>) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The content last applied: an unchanged file is not applied again.
+    let mut applied: Option<Vec<u8>> = None;
+    loop {
+        ticker.tick().await;
+        let read_path = path.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read(read_path))
+            .await
+            .unwrap_or_else(|join| Err(io::Error::other(join)));
+        let outcome = match read {
+            Ok(text) if applied.as_deref() == Some(&text[..]) => Ok(()),
+            Ok(text) => handle.apply(&path, &text).map(|_| {
+                applied = Some(text);
+                status.reloads.fetch_add(1, Ordering::AcqRel);
+            }),
+            Err(error) => Err(LimitsFileError {
+                path: path.clone(),
+                kind: ErrorKind::Read(error),
+            }),
+        };
+        *status
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = outcome.err().map(Arc::new);
+        status.checks.fetch_add(1, Ordering::AcqRel);
+        handle.evict_idle();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(text: &str) -> OrgId {
+        OrgId::new(text).unwrap()
+    }
+
+    const DEFAULTS: Limits = Limits::unlimited().with_max_in_flight(4);
+
+    #[test]
+    fn entries_are_laid_over_the_defaults() {
+        let text = "\
+multi_kv_config: {}   # another runtime-config section: ignored
+overrides:
+  team-a:
+    max_in_flight: 8
+    rate: 100
+    burst: 200
+  \"007\":
+    max_in_flight: null
+    rate: 0.5
+  team-c:
+  team-d:
+    max_in_flight: 0
+";
+        let overrides = parse_overrides(text, DEFAULTS).unwrap();
+        let rate = |per_second, burst| Some(Rate::new(per_second, burst).unwrap());
+        assert_eq!(
+            overrides,
+            vec![
+                (
+                    id("team-a"),
+                    Limits {
+                        max_in_flight: Some(8),
+                        rate: rate(100.0, 200)
+                    }
+                ),
+                (
+                    id("007"),
+                    Limits {
+                        max_in_flight: None,
+                        rate: rate(0.5, 1)
+                    }
+                ),
+                (id("team-c"), DEFAULTS),
+                (
+                    id("team-d"),
+                    Limits {
+                        max_in_flight: Some(0),
+                        rate: None
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_numeric_ids_keep_their_text() {
+        let overrides =
+            parse_overrides("overrides:\n  007: {max_in_flight: 1}\n", DEFAULTS).unwrap();
+        assert_eq!(overrides[0].0, "007");
+    }
+
+    #[test]
+    fn a_burst_or_a_rate_alone_takes_the_other_from_the_defaults() {
+        let defaults = DEFAULTS.with_rate(Rate::new(10.0, 20).unwrap());
+        let text = "overrides:\n  a: {burst: 50}\n  b: {rate: 30}\n  c: {rate: null}\n";
+        let overrides = parse_overrides(text, defaults).unwrap();
+        let rates: Vec<_> = overrides
+            .iter()
+            .map(|(_, limits)| limits.rate.map(|rate| (rate.per_second, rate.burst)))
+            .collect();
+        assert_eq!(rates, [Some((10.0, 50)), Some((30.0, 20)), None]);
+    }
+
+    #[test]
+    fn empty_documents_have_no_overrides() {
+        for text in ["", "# nothing\n", "overrides:\n", "other: 1\n", "~\n"] {
+            assert_eq!(parse_overrides(text, DEFAULTS).unwrap(), vec![], "{text:?}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_line_the_tenant_and_the_problem() {
+        let cases = [
+            (
+                "overrides:\n  a:\n    burts: 3\n",
+                3,
+                "unknown key \"burts\"",
+            ),
+            ("overrides:\n  a:\n    rate: -1\n", 3, "above 0"),
+            (
+                "overrides:\n  a:\n    rate: fast\n",
+                3,
+                "rate must be a number",
+            ),
+            (
+                "overrides:\n  a:\n    max_in_flight: -2\n",
+                3,
+                "out of range",
+            ),
+            (
+                "overrides:\n  a:\n    burst: 0\n",
+                3,
+                "burst 0 is out of range",
+            ),
+            (
+                "overrides:\n  a:\n    burst: 5\n",
+                3,
+                "burst without a rate",
+            ),
+            (
+                "overrides:\n  a b:\n    rate: 1\n",
+                2,
+                "unsupported character ' '",
+            ),
+            ("overrides:\n  a: 1\n  a: 2\n", 3, "duplicate"),
+            ("overrides: [a, b]\n", 1, "must map tenant ids"),
+            ("overrides:\n  a: {rate: 1\n", 3, ""),
+            ("- a\n", 1, "top level"),
+        ];
+        for (text, line, needle) in cases {
+            let error = parse_overrides(text, DEFAULTS).unwrap_err();
+            assert_eq!(error.line(), line, "{text:?}: {error}");
+            assert!(error.to_string().contains(needle), "{text:?}: {error}");
+        }
+    }
+}
