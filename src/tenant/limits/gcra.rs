@@ -9,9 +9,12 @@
 //! `burst` calls at once, then one per `interval`.
 //!
 //! The parameters are not part of the state: each check takes the
-//! tenant's current ones, so a new quota applies from the next call on,
-//! starting from the bucket the old one left (a TAT is a point in time,
-//! meaningful under any quota).
+//! tenant's current ones, so a new quota applies from the next call on.
+//! The state remembers the interval its TAT was charged with; under a new
+//! interval the TAT is rescaled once, so that the calls already counted
+//! (`(TAT − now) / interval` of them) still count under the new quota,
+//! capped at an empty bucket: raising a limit adds the difference at
+//! once, lowering it leaves at most an empty bucket, never a debt beyond.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,10 +46,12 @@ impl Gcra {
     }
 }
 
-/// One tenant's rate-limit state: its TAT, 0 for a full bucket.
+/// One tenant's rate-limit state: its TAT, 0 for a full bucket, and the
+/// interval it was charged with (0 before the first call).
 #[derive(Debug, Default)]
 pub(crate) struct GcraState {
     tat: AtomicU64,
+    interval: AtomicU64,
 }
 
 impl GcraState {
@@ -54,6 +59,10 @@ impl GcraState {
     /// false (and nothing written) when the call is over the rate.
     #[inline]
     pub(crate) fn try_acquire(&self, gcra: Gcra, now: u64) -> bool {
+        let charged = self.interval.load(Ordering::Acquire);
+        if charged != gcra.interval {
+            self.requote(charged, gcra, now);
+        }
         let mut tat = self.tat.load(Ordering::Relaxed);
         loop {
             if tat > now.saturating_add(gcra.tolerance) {
@@ -68,6 +77,35 @@ impl GcraState {
                 Err(current) => tat = current,
             }
         }
+    }
+
+    /// Rescales the TAT charged with `charged` ns per call to `gcra`'s
+    /// interval: the calls it counts stay counted, at most an empty
+    /// bucket's worth. One thread does it (the one that swaps the
+    /// interval); a call racing it in those nanoseconds may be judged on
+    /// the TAT before the rescale.
+    #[cold]
+    fn requote(&self, charged: u64, gcra: Gcra, now: u64) {
+        if self
+            .interval
+            .compare_exchange(charged, gcra.interval, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+            || charged == 0
+        {
+            return;
+        }
+        let empty = gcra.tolerance.saturating_add(gcra.interval);
+        let _ = self
+            .tat
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |tat| {
+                let debt = tat.saturating_sub(now);
+                if debt == 0 {
+                    return Some(tat);
+                }
+                let counted = debt as f64 / charged as f64;
+                let rescaled = (counted * gcra.interval as f64).min(empty as f64) as u64;
+                Some(now.saturating_add(rescaled))
+            });
     }
 
     /// Gives back one call's worth taken by [`try_acquire`](Self::try_acquire)
@@ -130,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_quota_starts_from_the_bucket_the_old_one_left() {
+    fn a_new_burst_counts_the_calls_already_made() {
         let state = GcraState::default();
         let now = SECOND;
         let old = rate(1.0, 3);
@@ -138,6 +176,37 @@ mod tests {
         // A larger burst: the 3 calls already made still count.
         let new = rate(1.0, 5);
         assert_eq!((0..10).filter(|_| state.try_acquire(new, now)).count(), 2);
+    }
+
+    #[test]
+    fn under_a_new_interval_the_calls_made_still_count() {
+        let state = GcraState::default();
+        let now = SECOND;
+        // 3 calls of a burst of 3 at 1 per second; then 10 per second with a
+        // burst of 5: 2 more now.
+        assert_eq!(
+            (0..3)
+                .filter(|_| state.try_acquire(rate(1.0, 3), now))
+                .count(),
+            3
+        );
+        assert_eq!(
+            (0..9)
+                .filter(|_| state.try_acquire(rate(10.0, 5), now))
+                .count(),
+            2
+        );
+        // Raised far: the 5 made count, the rest of the new burst is there.
+        assert_eq!(
+            (0..2000)
+                .filter(|_| state.try_acquire(rate(10_000.0, 1_000), now))
+                .count(),
+            995
+        );
+        // Lowered below what was made: an empty bucket, not a debt.
+        assert!(!state.try_acquire(rate(1.0, 10), now));
+        assert!(state.try_acquire(rate(1.0, 10), now + SECOND));
+        assert!(!state.try_acquire(rate(1.0, 10), now + SECOND));
     }
 
     #[test]

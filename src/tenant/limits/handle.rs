@@ -16,7 +16,8 @@ use crate::tenant::OrgId;
 /// Every change swaps in a whole new configuration atomically: a call
 /// sees the old limits or the new ones, never a mix, and takes no lock to
 /// read them. A tenant's state carries over a change: its calls in flight
-/// still count, and its rate bucket keeps its level under the new rate.
+/// still count, and so do the calls its rate bucket counts (at most an
+/// empty bucket's worth under the new rate).
 ///
 /// ```
 /// use tonic_hotpath::tenant::OrgId;

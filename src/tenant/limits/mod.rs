@@ -51,8 +51,11 @@
 //!   like gRPC when in scope, refused with `429` and the message as text.
 //! - **Changes**: a tenant keeps its state across a change of its
 //!   limits: calls in flight still count against a new in-flight limit, and
-//!   the rate bucket keeps its level under a new rate. A tenant that gets
-//!   limits only counts the calls admitted from then on.
+//!   the calls its rate bucket counts still count under a new rate (at most
+//!   an empty bucket's worth: raising a burst from 10 to 1 000 after 10
+//!   calls leaves 990 at once, lowering it to 5 leaves an empty bucket, not
+//!   a debt). A tenant that gets limits only counts the calls admitted from
+//!   then on.
 //!
 //! # Cost and memory
 //!
