@@ -1,22 +1,6 @@
 //! The overrides file (feature `limits-file`): Cortex's runtime
-//! configuration file, reduced to this layer's limits, read once or
-//! re-read on an interval.
-//!
-//! ```yaml
-//! overrides:
-//!   team-a:            # a tenant id (quote ids YAML would read as numbers: "007")
-//!     max_in_flight: 8 # null: no in-flight limit; 0 refuses every call
-//!     rate: 100        # calls per second; null: no rate limit
-//!     burst: 200       # at least 1
-//!   team-b:
-//!     rate: 5          # burst: the defaults' burst, or the rate rounded up
-//! ```
-//!
-//! As in Cortex, a tenant's entry is laid over the defaults: a key left
-//! out keeps the default limit. Other top-level sections (a Cortex runtime
-//! configuration has several) are ignored; within a tenant, an unknown key
-//! is an error, so that a typo does not silently mean "no limit". The
-//! file must be valid YAML 1.2, with unique keys.
+//! configuration file, reduced to this layer's limits (its format is on
+//! [`parse_overrides`]), read once or re-read on an interval.
 
 use std::fmt;
 use std::io;
@@ -99,8 +83,28 @@ impl fmt::Display for OverridesError {
 
 impl std::error::Error for OverridesError {}
 
-/// The overrides of an overrides file's text (see the module docs),
-/// each laid over `defaults`, in the file's order.
+/// The overrides of an overrides file's text, each laid over `defaults`,
+/// in the file's order.
+///
+/// The format, Cortex's runtime configuration file reduced to this
+/// layer's limits:
+///
+/// ```yaml
+/// overrides:
+///   team-a:            # a tenant id (quote ids YAML would read as numbers: "007")
+///     max_in_flight: 8 # null: no in-flight limit; 0 refuses every call
+///     rate: 100        # calls per second; null: no rate limit
+///     burst: 200       # at least 1
+///   team-b:
+///     rate: 5          # burst: the defaults' burst, or the rate rounded up
+/// ```
+///
+/// As in Cortex, a tenant's entry is laid over the defaults: a key left
+/// out keeps the default limit. Other top-level sections (a Cortex runtime
+/// configuration has several) are ignored; within a tenant, an unknown key
+/// is an error, so that a typo does not silently mean "no limit". The
+/// file must be valid YAML 1.2 (saphyr), with unique keys; an empty file
+/// has no overrides.
 ///
 /// ```
 /// use tonic_hotpath::tenant::limits::{Limits, parse_overrides};
@@ -346,7 +350,8 @@ impl Drop for FileWatch {
 }
 
 impl LimitsHandle {
-    /// Reads the overrides file at `path` (see the [module docs](self))
+    /// Reads the overrides file at `path` (its format is on
+    /// [`parse_overrides`])
     /// and makes its overrides the tenants' overrides, replacing all
     /// others; returns how many there are. On an error nothing changes.
     ///

@@ -155,7 +155,7 @@ impl TenantLimitLayer {
     }
 
     /// Reports every refusal to `observer` (replacing any earlier one),
-    /// e.g. [`LimitMetrics`](super::LimitMetrics) (feature `otel`).
+    /// e.g. `LimitMetrics` (feature `otel`).
     pub fn observer(self, observer: impl LimitObserver) -> Self {
         let observer: Arc<dyn LimitObserver> = Arc::new(observer);
         self.limiter

@@ -1,36 +1,6 @@
 //! The tenants' states: a concurrent map whose reads take no lock, a cap
-//! on how many tenants it tracks, and the eviction of idle ones.
-//!
-//! # Eviction
-//!
-//! A state is evicted only when it is *idle*: no call in flight and a full
-//! rate bucket, i.e. exactly the state of a tenant never seen. Evicting it
-//! therefore loses nothing; the tenant's next call starts a fresh state
-//! that behaves the same. Besides, a state must be unused since the last
-//! sweep: sweeps run at most once per idle timeout, each clears the "seen"
-//! mark of the tenants with calls since the previous one and evicts the
-//! idle tenants without it. A tenant is so evicted after one to two idle
-//! timeouts without a call.
-//!
-//! Sweeps run when a new tenant is inserted and the last sweep is an idle
-//! timeout old, and on demand ([`LimitsHandle::evict_idle`], and each
-//! reload of a watched overrides file). Without new tenants nothing
-//! grows, so nothing needs sweeping.
-//!
-//! # The cap, and floods of ids
-//!
-//! At most `max_tenants` tenants on the default limits are tracked;
-//! tenants with an override are always tracked (their number is bounded
-//! by the configuration). A new tenant beyond the cap shares one overflow
-//! state with every other such tenant, under the default limits, until a
-//! sweep makes room. So 100 000 distinct (hostile) org ids cost at most
-//! `max_tenants` states; they never evict a tenant seen within the last
-//! idle timeout nor one with a call in flight or a bucket not full, and
-//! what they throttle beyond the cap is only each other (and a genuinely
-//! new tenant arriving during the flood, until the flood's states age
-//! out).
-//!
-//! [`LimitsHandle::evict_idle`]: super::LimitsHandle::evict_idle
+//! on how many tenants it tracks, and the eviction of idle ones (the rules
+//! are in the [module docs](super), "Memory").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

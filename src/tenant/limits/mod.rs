@@ -15,7 +15,7 @@
 //!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
 //! - **At run time** ([`LimitsHandle`]): defaults and overrides swapped
 //!   atomically; with feature `limits-file`, a Cortex-style overrides file
-//!   re-read on an interval ([`LimitsHandle::watch_file`]).
+//!   re-read on an interval (`LimitsHandle::watch_file`).
 //! - **Global strategy**: [`LimitsHandle::set_replicas`] divides each
 //!   rate among the replicas the application reports, as Cortex's
 //!   `global` ingestion-rate strategy does (no shared store).
@@ -68,10 +68,32 @@
 //! tenants never contend with each other; a known tenant's call
 //! allocates nothing.
 //!
-//! States are evicted when idle, and at most
-//! [`max_tenants`](TenantLimitLayer::max_tenants) tenants on the default
-//! limits are tracked: see [`TenantLimitLayer::idle_timeout`] and the
-//! rules of the cap under "Memory" in the README.
+//! # Memory: eviction and the cap
+//!
+//! A tenant's state is evicted only when it is *idle*: no call in flight
+//! and a full rate bucket, exactly the state of a tenant never seen, so
+//! evicting it loses nothing (the tenant's next call starts a fresh state
+//! that behaves the same). It must also be unused since the last sweep:
+//! sweeps run at most once per [idle
+//! timeout](TenantLimitLayer::idle_timeout) (default 60 s), each clearing
+//! the "seen" mark of the tenants with calls since the previous one and
+//! evicting the idle tenants without it, so an idle tenant leaves after
+//! one to two idle timeouts. Sweeps run when a new tenant arrives and the
+//! last sweep is an idle timeout old, on
+//! [`LimitsHandle::evict_idle`], and on each check of a watched overrides
+//! file; without new tenants nothing grows.
+//!
+//! At most [`max_tenants`](TenantLimitLayer::max_tenants) tenants on the
+//! default limits (default 10 000) have a state of their own; tenants with
+//! an override always do (their number is bounded by the configuration).
+//! A new tenant beyond the cap shares one overflow state, under the
+//! defaults, with every other such tenant until sweeps make room. So
+//! 100 000 distinct (hostile) org ids cost at most `max_tenants` states
+//! (128 bytes each, plus the map's entry); they never evict a tenant seen
+//! within the last idle timeout, one with a call in flight or one whose
+//! bucket is not full, and beyond the cap they throttle only each other
+//! (and a genuinely new tenant arriving during the flood, until the
+//! flood's states age out).
 
 mod body;
 mod config;

@@ -10,7 +10,7 @@ use super::refusal::LimitExceeded;
 /// it, log it. Keep it cheap; it runs on the request path (refusals
 /// only: admitted calls are not reported).
 ///
-/// [`LimitMetrics`](super::LimitMetrics) (feature `otel`) counts refusals
+/// `LimitMetrics` (feature `otel`) counts refusals
 /// by tenant and reason as an OpenTelemetry counter.
 ///
 /// ```
