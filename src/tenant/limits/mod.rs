@@ -111,11 +111,13 @@ mod otel;
 mod refusal;
 mod snapshot;
 mod state;
+#[cfg(feature = "limits-file")]
+mod watch;
 
 pub use body::TenantLimitBody;
 pub use config::{InvalidRate, Limits, Rate};
 #[cfg(feature = "limits-file")]
-pub use file::{FileWatch, LimitsFileError, OverridesError, parse_overrides};
+pub use file::{LimitsFileError, OverridesError, parse_overrides};
 pub use future::TenantLimitFuture;
 pub use handle::LimitsHandle;
 pub use layer::{TenantLimit, TenantLimitLayer};
@@ -123,3 +125,5 @@ pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
 pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
 pub use refusal::{ExceededLimit, LimitExceeded};
+#[cfg(feature = "limits-file")]
+pub use watch::FileWatch;
