@@ -3,6 +3,7 @@
 //! of one call.
 
 use std::collections::hash_map::RandomState;
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
@@ -15,7 +16,6 @@ use crate::tenant::error::InvalidOrgId;
 use crate::tenant::extract::single_value;
 use crate::tenant::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
 use crate::tenant::{OrgId, TenantIds};
-use std::sync::Arc;
 
 /// What a layer, its services and its handle share.
 #[derive(Debug)]

@@ -138,8 +138,8 @@ impl TenantMap {
         self.map.len()
     }
 
-    /// Calls in flight of `tenant` (0 when untracked), and whether it is
-    /// tracked.
+    /// Calls in flight of the tenant `key`; `None` if it has no state of
+    /// its own.
     pub(crate) fn in_flight(&self, key: Hashed<'_>) -> Option<u32> {
         let guard = self.map.guard();
         self.map.get(&key, &guard).map(|state| state.in_flight())
