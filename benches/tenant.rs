@@ -1,7 +1,8 @@
 //! `tenant` benches: org-id extraction beside its baselines (bare read,
 //! Cortex's full metadata copy and its single-key fix), owned-id designs,
-//! federated ids, the server layer over a no-op service against no layer,
-//! and the client layer (`SetOrgIdLayer`, alone and on either side of an
+//! federated ids, the server layers over a no-op service against no layer
+//! (`RequireOrgIdLayer`, and `TenantLimitLayer` under its limits, alone and
+//! under `RequireOrgIdLayer`), and the client layer (`SetOrgIdLayer`, alone and on either side of an
 //! `OutgoingMetadataLayer`) against no layer.
 //!
 //! Every request uses 10 metadata keys built as h2 decodes them off the wire
@@ -29,6 +30,7 @@ use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, 
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
+use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
@@ -153,7 +155,47 @@ fn server_layer(c: &mut Criterion) {
     for (name, layer) in layers() {
         bench_calls(&mut group, name, &no_op, layer.layer(no_op.clone()));
     }
+    bench_calls(
+        &mut group,
+        LIMIT_ALONE,
+        &no_op,
+        limit_layer().layer(no_op.clone()),
+    );
+    bench_calls(
+        &mut group,
+        LIMIT_UNDER_REQUIRE,
+        &no_op,
+        limit_under_require(&no_op),
+    );
     group.finish();
+}
+
+/// The `TenantLimitLayer` rows: alone (reading the header itself), and
+/// inside `RequireOrgIdLayer` (reading its extension).
+const LIMIT_ALONE: &str = "TenantLimit under its limits (no-op service)";
+const LIMIT_UNDER_REQUIRE: &str = "RequireOrgId over TenantLimit (no-op service)";
+
+/// A limit layer whose limits the benched calls never reach, so every call
+/// is admitted and counted: an in-flight limit and a rate (1e9 per second,
+/// a burst of a million), the tenant's state already in the map after the
+/// warm-up.
+fn limit_layer() -> TenantLimitLayer {
+    let rate = Rate::new(1e9, 1_000_000).unwrap_or_else(|e| panic!("{e}"));
+    TenantLimitLayer::new(
+        Limits::unlimited()
+            .with_max_in_flight(1_000_000)
+            .with_rate(rate),
+    )
+}
+
+/// `RequireOrgIdLayer` over [`limit_layer`] over the no-op service.
+fn limit_under_require(
+    no_op: &NoOp,
+) -> impl Service<Request<Body>, Response = Response<impl http_body::Body>, Error = Infallible> {
+    ServiceBuilder::new()
+        .layer(RequireOrgIdLayer::new())
+        .layer(limit_layer())
+        .service(no_op.clone())
 }
 
 /// The baseline of the server-layer rows: the no-op service called bare.
@@ -416,6 +458,14 @@ fn interleaved_overhead() {
     for (name, layer) in layers() {
         variants.push((name, round(&no_op, layer.layer(no_op.clone()))));
     }
+    variants.push((
+        LIMIT_ALONE,
+        round(&no_op, limit_layer().layer(no_op.clone())),
+    ));
+    variants.push((
+        LIMIT_UNDER_REQUIRE,
+        round(&no_op, limit_under_require(&no_op)),
+    ));
     interleaved::print_overhead("server layer", &mut variants, 2_000, ROUND_CALLS as u32);
 }
 
@@ -428,6 +478,11 @@ fn report_allocations() {
     let no_op = NoOp::new();
     let mut bare = no_op.clone();
     let mut layered = RequireOrgIdLayer::new().layer(no_op.clone());
+    let mut limited = limit_layer().layer(no_op.clone());
+    let mut both = limit_under_require(&no_op);
+    // Warm-up: the tenant's state is created on its first call.
+    drop(call(&mut limited, tonic_request(ORG_ID)));
+    drop(call(&mut both, tonic_request(ORG_ID)));
     let rows = [
         ("full_copy_then_read (Cortex before)", on_fresh(full_copy)),
         ("single_key_copy (Cortex fix)", on_fresh(single_key_copy)),
@@ -445,6 +500,14 @@ fn report_allocations() {
         ("RequireOrgId call", {
             let r = tonic_request(ORG_ID);
             allocations(|| call(&mut layered, r)).0
+        }),
+        ("TenantLimit call (known tenant)", {
+            let r = tonic_request(ORG_ID);
+            allocations(|| call(&mut limited, r)).0
+        }),
+        ("RequireOrgId over TenantLimit call", {
+            let r = tonic_request(ORG_ID);
+            allocations(|| call(&mut both, r)).0
         }),
     ];
     println!("allocations per operation (10 wire-built metadata keys):");

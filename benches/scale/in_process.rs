@@ -22,6 +22,7 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
 use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
+use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::{ORG_ID_HEADER, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::layer::util::Identity;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
@@ -174,6 +175,23 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
             ),
             RequireOrgIdLayer::new(),
         ),
+        server(
+            (
+                "tenant-limit",
+                "TenantLimit 1 tenant",
+                "TenantLimitLayer under its limits (in-flight and rate), every request for one tenant",
+            ),
+            generous_limits(),
+        ),
+        service_mode(
+            (
+                "tenant-limit-many",
+                "TenantLimit many tenants",
+                "TenantLimitLayer under its limits, each thread's requests going round 1 024 tenants",
+            ),
+            generous_limits().layer(health_routes()),
+            many_tenants_request,
+        ),
         service_mode(
             (
                 "set-org",
@@ -187,6 +205,46 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
             client_request,
         ),
     ]
+}
+
+/// A `TenantLimitLayer` whose limits the runs never reach (1 000 000 in
+/// flight; 10⁹ calls per second with a burst of 1 000 000), so every call
+/// is admitted and counted.
+fn generous_limits() -> TenantLimitLayer {
+    let rate = Rate::new(1e9, 1_000_000).expect("valid rate");
+    TenantLimitLayer::new(
+        Limits::unlimited()
+            .with_max_in_flight(1_000_000)
+            .with_rate(rate),
+    )
+}
+
+/// Tenants of [`many_tenants_request`].
+const MANY_TENANTS: usize = 1_024;
+
+/// A server request (as [`server_request`]) for the next of
+/// [`MANY_TENANTS`] tenants, each thread starting at its own.
+fn many_tenants_request(body: &Bytes) -> Request<Body> {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static THREADS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static TENANTS: Vec<String> = (0..MANY_TENANTS).map(|i| format!("tenant-{i:04}")).collect();
+        static NEXT: Cell<usize> = Cell::new(THREADS.fetch_add(97, Ordering::Relaxed));
+    }
+    let tenant = NEXT.with(|next| {
+        let i = next.get();
+        next.set(i.wrapping_add(1));
+        i % MANY_TENANTS
+    });
+    let mut request = client_request(body);
+    TENANTS.with(|tenants| {
+        request.headers_mut().insert(
+            ORG_ID_HEADER,
+            HeaderValue::from_bytes(tenants[tenant].as_bytes()).expect("valid header value"),
+        );
+    });
+    request
 }
 
 /// `OtelMetrics` (gRFC A66) with the health method registered.

@@ -10,9 +10,9 @@ use tower::{Layer, Service};
 
 use super::body::RequireOrgIdBody;
 use super::error::OrgIdError;
-use super::exempt::{Exemptions, names};
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::future::InnerOrRejected;
+use super::paths::{PathSet, names};
 use super::refusal::Refusal;
 use super::tenant_ids::TenantIds;
 
@@ -103,7 +103,7 @@ pub struct RequireOrgIdLayer {
     allow_multi_tenant: bool,
     /// Exempt services and paths; `None` when there are none, so cloning
     /// the layer (and its services) stays free and the check is one branch.
-    exemptions: Option<Arc<Exemptions>>,
+    exemptions: Option<Arc<PathSet>>,
 }
 
 impl RequireOrgIdLayer {
@@ -131,7 +131,7 @@ impl RequireOrgIdLayer {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.exemptions = Exemptions::with_services(self.exemptions.as_deref(), names(services));
+        self.exemptions = PathSet::with_services(self.exemptions.as_deref(), names(services));
         self
     }
 
@@ -161,7 +161,7 @@ impl RequireOrgIdLayer {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.exemptions = Exemptions::with_paths(self.exemptions.as_deref(), names(paths));
+        self.exemptions = PathSet::with_paths(self.exemptions.as_deref(), names(paths));
         self
     }
 
@@ -171,7 +171,7 @@ impl RequireOrgIdLayer {
     fn is_exempt(&self, uri: &http::Uri) -> bool {
         match &self.exemptions {
             None => false,
-            Some(exemptions) => exemptions.exempts(uri.path()),
+            Some(exemptions) => exemptions.matches(uri.path()),
         }
     }
 

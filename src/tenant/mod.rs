@@ -78,12 +78,13 @@
 mod body;
 mod client;
 mod error;
-mod exempt;
 mod extract;
 mod future;
 mod inject;
 mod layer;
+pub mod limits;
 mod org_id;
+mod paths;
 mod refusal;
 mod request_ext;
 mod tenant_ids;

@@ -85,6 +85,11 @@ impl Sdk {
         OtelMetrics::builder(&self.provider)
     }
 
+    /// The meter provider, for other instruments than `OtelMetrics`'.
+    pub fn provider(&self) -> &SdkMeterProvider {
+        &self.provider
+    }
+
     /// Everything recorded so far (cumulative), by instrument name.
     pub fn export(&self) -> BTreeMap<String, Exported> {
         self.exporter.reset();

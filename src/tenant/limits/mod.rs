@@ -1,0 +1,129 @@
+//! Per-tenant admission control: [`TenantLimitLayer`], a tower layer that
+//! gives each tenant an in-flight limit and a rate limit, with defaults,
+//! per-tenant overrides changed at run time, and Cortex's global strategy.
+//!
+//! Cortex and Mimir enforce per-tenant limits in their distributors
+//! (dskit's `limiter.RateLimiter`, `validation.Overrides`, the runtime
+//! config file) and count each refusal per tenant. Here:
+//!
+//! - **Limits** ([`Limits`]): `max_in_flight` calls at once and a
+//!   [`Rate`] (calls per second with a burst; GCRA, one timestamp per
+//!   tenant), each optional. [`TenantLimitLayer::new`] takes the defaults;
+//!   overrides give tenants their own.
+//! - **Refusals**: `RESOURCE_EXHAUSTED`, trailers-only, the inner service
+//!   not called, with a stable message naming the tenant and the limit
+//!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
+//! - **At run time** ([`LimitsHandle`]): defaults and overrides swapped
+//!   atomically; with feature `limits-file`, a Cortex-style overrides file
+//!   re-read on an interval (`LimitsHandle::watch_file`).
+//! - **Global strategy**: [`LimitsHandle::set_replicas`] divides each
+//!   rate among the replicas the application reports, as Cortex's
+//!   `global` ingestion-rate strategy does (no shared store).
+//! - **Metrics**: every refusal goes to a [`LimitObserver`];
+//!   `LimitMetrics` (feature `otel`) counts them by tenant and reason.
+//!
+//! # Where it goes
+//!
+//! Inside [`RequireOrgIdLayer`](super::RequireOrgIdLayer) (the order
+//! `DESIGN.md` gives) it reads the tenants that layer validated from the
+//! request's extensions; outside it, or without it, it reads
+//! `x-scope-orgid` itself, borrowed, by the same rules. Either order
+//! refuses and admits alike, with one difference: outside, a call that
+//! `RequireOrgIdLayer` then refuses (a federated id it does not accept)
+//! has been counted.
+//!
+//! # Rules
+//!
+//! - **No valid org id**: the call passes, unlimited and uncounted
+//!   (`RequireOrgIdLayer` is the layer that refuses it).
+//! - **A tenant without limits** (no override, unlimited defaults) costs
+//!   no state and no atomic operation.
+//! - **Federated ids** (`a|b`): the call is charged to every tenant named
+//!   (one in-flight place and one token each) and admitted only if every
+//!   one is under its limits; refused, it names the first tenant (in
+//!   sorted order) that was over, and the tenants already charged get
+//!   their place and token back.
+//! - **Scope**: every request by default;
+//!   [`only_methods`](TenantLimitLayer::only_methods) /
+//!   [`only_services`](TenantLimitLayer::only_services) limit some
+//!   methods only, sharing one state per tenant.
+//! - **Plain HTTP** (axum routes beside gRPC, by `content-type`): limited
+//!   like gRPC when in scope, refused with `429` and the message as text.
+//! - **Changes**: a tenant keeps its state across a change of its
+//!   limits: calls in flight still count against a new in-flight limit, and
+//!   the calls its rate bucket counts still count under a new rate (at most
+//!   an empty bucket's worth: raising a burst from 10 to 1 000 after 10
+//!   calls leaves 990 at once, lowering it to 5 leaves an empty bucket, not
+//!   a debt). A tenant that gets limits only counts the calls admitted from
+//!   then on.
+//!
+//! # Cost and memory
+//!
+//! A limited call hashes its tenant id once (keyed SipHash), loads the
+//! configuration (arc-swap: no lock, no shared reference count), finds
+//! the tenant's state in a `papaya` map (lock-free reads), then updates
+//! that tenant's atomics: a compare-and-swap on its rate bucket, one on
+//! its in-flight count, and an `Arc` clone for the slot; ending the call
+//! is one subtraction. Nothing on that path is shared by all tenants, so
+//! tenants never contend with each other; a known tenant's call
+//! allocates nothing.
+//!
+//! # Memory: eviction and the cap
+//!
+//! A tenant's state is evicted only when it is *idle*: no call in flight
+//! and a full rate bucket, exactly the state of a tenant never seen, so
+//! evicting it loses nothing (the tenant's next call starts a fresh state
+//! that behaves the same). It must also be unused since the last sweep:
+//! sweeps run at most once per [idle
+//! timeout](TenantLimitLayer::idle_timeout) (default 60 s), each clearing
+//! the "seen" mark of the tenants with calls since the previous one and
+//! evicting the idle tenants without it, so an idle tenant leaves after
+//! one to two idle timeouts. Sweeps run when a new tenant arrives and the
+//! last sweep is an idle timeout old, on
+//! [`LimitsHandle::evict_idle`], and on each check of a watched overrides
+//! file; without new tenants nothing grows.
+//!
+//! At most [`max_tenants`](TenantLimitLayer::max_tenants) tenants on the
+//! default limits (default 10 000) have a state of their own; tenants with
+//! an override always do (their number is bounded by the configuration).
+//! A new tenant beyond the cap shares one overflow state, under the
+//! defaults, with every other such tenant until sweeps make room. So
+//! 100 000 distinct (hostile) org ids cost at most `max_tenants` states
+//! (128 bytes each, plus the map's entry); they never evict a tenant seen
+//! within the last idle timeout, one with a call in flight or one whose
+//! bucket is not full, and beyond the cap they throttle only each other
+//! (and a genuinely new tenant arriving during the flood, until the
+//! flood's states age out).
+
+mod body;
+mod config;
+#[cfg(feature = "limits-file")]
+mod file;
+mod future;
+mod gcra;
+mod handle;
+mod layer;
+mod limiter;
+mod map;
+mod observer;
+#[cfg(feature = "otel")]
+mod otel;
+mod refusal;
+mod snapshot;
+mod state;
+#[cfg(feature = "limits-file")]
+mod watch;
+
+pub use body::TenantLimitBody;
+pub use config::{InvalidRate, Limits, Rate};
+#[cfg(feature = "limits-file")]
+pub use file::{LimitsFileError, OverridesError, parse_overrides};
+pub use future::TenantLimitFuture;
+pub use handle::LimitsHandle;
+pub use layer::{TenantLimit, TenantLimitLayer};
+pub use observer::LimitObserver;
+#[cfg(feature = "otel")]
+pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
+pub use refusal::{ExceededLimit, LimitExceeded};
+#[cfg(feature = "limits-file")]
+pub use watch::FileWatch;

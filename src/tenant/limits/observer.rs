@@ -1,0 +1,43 @@
+//! [`LimitObserver`]: what the limiter reports (each refusal), for
+//! metrics and logs.
+
+use std::sync::Arc;
+
+use super::refusal::LimitExceeded;
+
+/// Told of every call [`TenantLimitLayer`](super::TenantLimitLayer)
+/// refuses, on the refusing thread, before the refusal is answered: count
+/// it, log it. Keep it cheap; it runs on the request path (refusals
+/// only: admitted calls are not reported).
+///
+/// `LimitMetrics` (feature `otel`) counts refusals
+/// by tenant and reason as an OpenTelemetry counter.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tonic_hotpath::tenant::limits::{LimitExceeded, LimitObserver, Limits, TenantLimitLayer};
+///
+/// #[derive(Debug, Default)]
+/// struct CountRefusals(AtomicU64);
+///
+/// impl LimitObserver for CountRefusals {
+///     fn on_refused(&self, refused: &LimitExceeded) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         eprintln!("refused: {refused}");
+///     }
+/// }
+///
+/// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(16))
+///     .observer(CountRefusals::default());
+/// # drop(layer);
+/// ```
+pub trait LimitObserver: Send + Sync + 'static {
+    /// A call was refused.
+    fn on_refused(&self, refused: &LimitExceeded);
+}
+
+impl<T: LimitObserver> LimitObserver for Arc<T> {
+    fn on_refused(&self, refused: &LimitExceeded) {
+        (**self).on_refused(refused);
+    }
+}

@@ -1,0 +1,205 @@
+//! [`LimitMetrics`] (feature `otel`): the limiter's refusals as an
+//! OpenTelemetry counter, by tenant and reason, with the tenant attribute
+//! under a cardinality guard.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use opentelemetry::metrics::{Counter, MeterProvider};
+use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
+
+use super::observer::LimitObserver;
+use super::refusal::LimitExceeded;
+use crate::tenant::OrgId;
+
+/// The counter's name.
+pub const REJECTIONS: &str = "tonic_hotpath.tenant.limit.rejections";
+/// The tenant attribute's key: the key `OtelMetrics`' tenant attribute uses
+/// by default (`grpc.tenant`, `grpc_tenant` in Prometheus), so refusals join
+/// the request metrics on one label.
+pub const TENANT_KEY: &str = "grpc.tenant";
+/// The reason attribute's key (`in_flight_limited`, `rate_limited`).
+pub const REASON_KEY: &str = "reason";
+/// The tenant attribute's value for tenants the guard does not name.
+pub const OTHER_TENANT: &str = "other";
+
+/// Counts [`TenantLimitLayer`](super::TenantLimitLayer)'s refusals as the
+/// OpenTelemetry counter `tonic_hotpath.tenant.limit.rejections`
+/// (unit `{call}`) with the attributes `grpc.tenant` and `reason`
+/// ([`ExceededLimit::reason`](super::ExceededLimit::reason):
+/// `in_flight_limited`, `rate_limited`), as Cortex counts its discarded
+/// samples per tenant and reason.
+///
+/// Tenant ids come from clients, so the `grpc.tenant` attribute is guarded:
+/// [`TenantLabels`] names a fixed allow-list of tenants, or the first K
+/// seen, and every other tenant counts as `other`; a flood of made-up
+/// ids adds one series per reason, not one per id.
+///
+/// ```
+/// use opentelemetry::metrics::MeterProvider;
+/// use opentelemetry_sdk::metrics::SdkMeterProvider;
+/// use tonic_hotpath::tenant::limits::{LimitMetrics, Limits, TenantLabels, TenantLimitLayer};
+///
+/// let provider = SdkMeterProvider::default();
+/// let metrics = LimitMetrics::new(&provider, TenantLabels::first_seen(100));
+/// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(64)).observer(metrics);
+/// # drop(layer);
+/// ```
+pub struct LimitMetrics {
+    rejections: Counter<u64>,
+    labels: TenantLabels,
+}
+
+impl fmt::Debug for LimitMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitMetrics")
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LimitMetrics {
+    /// The counter from `provider`'s meter named `tonic-hotpath` (with the
+    /// crate's version), the tenant attribute guarded by `labels`.
+    pub fn new<P: MeterProvider + ?Sized>(provider: &P, labels: TenantLabels) -> Self {
+        let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        let rejections = provider
+            .meter_with_scope(scope)
+            .u64_counter(REJECTIONS)
+            .with_unit("{call}")
+            .with_description("Calls refused by a per-tenant limit, by tenant and reason.")
+            .build();
+        Self { rejections, labels }
+    }
+}
+
+impl LimitObserver for LimitMetrics {
+    fn on_refused(&self, refused: &LimitExceeded) {
+        let attributes = [
+            self.labels.label(refused.tenant()),
+            KeyValue::new(REASON_KEY, refused.limit().reason()),
+        ];
+        self.rejections.add(1, &attributes);
+    }
+}
+
+/// Which tenants get their own `grpc.tenant` attribute value: a fixed
+/// allow-list, or the first K tenants seen; every other tenant is
+/// `other`. Built attribute values are kept, so a refusal of a named
+/// tenant allocates no string.
+pub struct TenantLabels {
+    /// The tenants named so far (all of them for an allow-list) and their
+    /// attribute.
+    named: papaya::HashMap<OrgId, KeyValue>,
+    /// How many more tenants may be named (0 for an allow-list).
+    room: AtomicUsize,
+}
+
+impl fmt::Debug for TenantLabels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantLabels")
+            .field("named", &self.named.len())
+            .field("room", &self.room.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl TenantLabels {
+    /// Names exactly these tenants; every other one is `other`.
+    pub fn allow_list(tenants: impl IntoIterator<Item = OrgId>) -> Self {
+        let named = papaya::HashMap::new();
+        {
+            let named = named.pin();
+            for tenant in tenants {
+                let label = label_of(&tenant);
+                named.insert(tenant, label);
+            }
+        }
+        Self {
+            named,
+            room: AtomicUsize::new(0),
+        }
+    }
+
+    /// Names the first `max` tenants refused (in the order they are first
+    /// refused); every later one is `other`.
+    pub fn first_seen(max: usize) -> Self {
+        Self {
+            named: papaya::HashMap::new(),
+            room: AtomicUsize::new(max),
+        }
+    }
+
+    /// The `grpc.tenant` attribute of `tenant`.
+    pub fn label(&self, tenant: &OrgId) -> KeyValue {
+        let named = self.named.pin();
+        if let Some(label) = named.get(tenant.as_str()) {
+            return label.clone();
+        }
+        let claimed = self
+            .room
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |room| {
+                room.checked_sub(1)
+            })
+            .is_ok();
+        if !claimed {
+            return KeyValue::new(TENANT_KEY, OTHER_TENANT);
+        }
+        match named.try_insert(tenant.clone(), label_of(tenant)) {
+            Ok(label) => label.clone(),
+            Err(occupied) => {
+                // Named meanwhile by another thread: give the room back.
+                self.room.fetch_add(1, Ordering::AcqRel);
+                occupied.current.clone()
+            }
+        }
+    }
+}
+
+fn label_of(tenant: &OrgId) -> KeyValue {
+    KeyValue::new(
+        TENANT_KEY,
+        StringValue::from(Arc::<str>::from(tenant.as_str())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::Value;
+
+    fn id(text: &str) -> OrgId {
+        OrgId::new(text).unwrap()
+    }
+
+    fn value(label: KeyValue) -> String {
+        match label.value {
+            Value::String(text) => text.as_str().to_owned(),
+            other => panic!("not a string: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_allow_list_names_only_its_tenants() {
+        let labels = TenantLabels::allow_list([id("a"), id("b")]);
+        assert_eq!(value(labels.label(&id("a"))), "a");
+        assert_eq!(value(labels.label(&id("c"))), "other");
+        assert_eq!(value(labels.label(&id("b"))), "b");
+    }
+
+    #[test]
+    fn first_seen_names_the_first_k_tenants_for_good() {
+        let labels = TenantLabels::first_seen(2);
+        assert_eq!(value(labels.label(&id("x"))), "x");
+        assert_eq!(value(labels.label(&id("x"))), "x");
+        assert_eq!(value(labels.label(&id("y"))), "y");
+        for other in ["z", "w"] {
+            assert_eq!(value(labels.label(&id(other))), "other");
+        }
+        assert_eq!(value(labels.label(&id("x"))), "x");
+        assert_eq!(labels.named.len(), 2);
+    }
+}

@@ -1,0 +1,326 @@
+//! One tenant's limiter state: its calls in flight and its rate bucket,
+//! both per-tenant atomics, and the [`Slot`] an admitted call holds.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::gcra::{Gcra, GcraState};
+use crate::tenant::OrgId;
+
+/// The calls in flight: the low 32 bits of the state word.
+const IN_FLIGHT: u64 = 0xFFFF_FFFF;
+/// Set by every admission, cleared by each eviction sweep: a tenant
+/// without it has had no call admitted since the last sweep.
+const SEEN: u64 = 1 << 62;
+/// The state was evicted (the whole word is this): a call that finds it
+/// looks the tenant up again.
+const EVICTED: u64 = 1 << 63;
+
+/// One tenant's state. Aligned to 128 bytes (with the `Arc` counts it
+/// shares a line with), so that two busy tenants never share a cache
+/// line: the only lines RPCs of several tenants write are their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct TenantState {
+    /// Calls in flight (low 32 bits), [`SEEN`] and [`EVICTED`]: one word,
+    /// so that an eviction (a compare-and-swap from "none in flight, not
+    /// seen" to [`EVICTED`]) fails if any call was admitted meanwhile.
+    word: AtomicU64,
+    /// The rate bucket (its TAT; 0 when full).
+    rate: GcraState,
+}
+
+/// Why [`TenantState::admit`] did not admit a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotAdmitted {
+    /// The tenant has its in-flight limit of calls in flight.
+    InFlight,
+    /// The tenant's calls came faster than its rate.
+    Rate,
+    /// This state was evicted: look the tenant up again.
+    Evicted,
+}
+
+impl TenantState {
+    /// Admits a call under `max_in_flight` and, with `rate`, the rate's
+    /// parameters at `now`: takes a token, then an in-flight place. A
+    /// refused call writes nothing (a token taken for a call then refused
+    /// for its in-flight limit is given back).
+    #[inline]
+    pub(crate) fn admit(
+        &self,
+        max_in_flight: Option<u32>,
+        rate: Option<(Gcra, u64)>,
+    ) -> Result<(), NotAdmitted> {
+        if let Some((gcra, now)) = rate
+            && !self.rate.try_acquire(gcra, now)
+        {
+            return Err(self.unless_evicted(NotAdmitted::Rate));
+        }
+        let mut word = self.word.load(Ordering::Acquire);
+        loop {
+            if word & EVICTED != 0 {
+                // Dead state: its token does not matter any more.
+                return Err(NotAdmitted::Evicted);
+            }
+            if max_in_flight.is_some_and(|max| word & IN_FLIGHT >= u64::from(max)) {
+                if let Some((gcra, _)) = rate {
+                    self.rate.refund(gcra);
+                }
+                return Err(NotAdmitted::InFlight);
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                (word + 1) | SEEN,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// `refused`, or [`NotAdmitted::Evicted`] if the state is dead.
+    #[cold]
+    fn unless_evicted(&self, refused: NotAdmitted) -> NotAdmitted {
+        if self.word.load(Ordering::Acquire) & EVICTED != 0 {
+            NotAdmitted::Evicted
+        } else {
+            refused
+        }
+    }
+
+    /// Gives back the token of a call admitted here but refused by
+    /// another of its tenants (a federated call).
+    pub(crate) fn refund(&self, gcra: Gcra) {
+        self.rate.refund(gcra);
+    }
+
+    /// Ends one admitted call.
+    #[inline]
+    fn release(&self) {
+        self.word.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Calls in flight now.
+    pub(crate) fn in_flight(&self) -> u32 {
+        (self.word.load(Ordering::Acquire) & IN_FLIGHT) as u32
+    }
+
+    /// One eviction sweep's visit at `now`: clears [`SEEN`] from a
+    /// tenant seen since the last sweep; evicts (true) a tenant not seen
+    /// since, with no call in flight and a full rate bucket: a state equal
+    /// to a fresh one, so evicting it loses nothing. Called by one sweeper
+    /// at a time.
+    pub(crate) fn sweep(&self, now: u64) -> bool {
+        let word = self.word.load(Ordering::Acquire);
+        if word & SEEN != 0 {
+            self.word.fetch_and(!SEEN, Ordering::AcqRel);
+            return false;
+        }
+        // A call admitted after the load sets SEEN, so the swap fails:
+        // the state is evicted only if nothing was admitted meanwhile.
+        word & (IN_FLIGHT | EVICTED) == 0
+            && self.rate.is_full(now)
+            && self
+                .word
+                .compare_exchange(word, EVICTED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// The in-flight places an admitted call holds: one per tenant it was
+/// charged to. Given back when dropped (the response body carries it).
+#[derive(Debug)]
+pub(crate) struct Slot(Places);
+
+#[derive(Debug)]
+enum Places {
+    One(Arc<TenantState>),
+    Many(Box<[Arc<TenantState>]>),
+}
+
+impl Slot {
+    /// The place of a single-tenant call.
+    pub(crate) fn one(state: Arc<TenantState>) -> Self {
+        Self(Places::One(state))
+    }
+
+    /// The places of a federated call, one per tenant charged.
+    pub(crate) fn many(states: Vec<Arc<TenantState>>) -> Self {
+        Self(Places::Many(states.into_boxed_slice()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        match &self.0 {
+            Places::One(state) => state.release(),
+            Places::Many(states) => states.iter().for_each(|state| state.release()),
+        }
+    }
+}
+
+/// A tenant id with its hash, computed once per call and used for both
+/// the overrides table and the state map.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hashed<'a> {
+    pub(crate) hash: u64,
+    pub(crate) id: &'a str,
+}
+
+impl<'a> Hashed<'a> {
+    /// `id` hashed by `hasher` (the limiter's, randomly keyed SipHash:
+    /// tenant ids come from clients, so their hashes must not be
+    /// predictable).
+    #[inline]
+    pub(crate) fn new(hasher: &impl BuildHasher, id: &'a str) -> Self {
+        Self {
+            hash: hasher.hash_one(id),
+            id,
+        }
+    }
+}
+
+impl Hash for Hashed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// The state map's key: the tenant and its hash.
+#[derive(Debug, Clone)]
+pub(crate) struct TenantKey {
+    hash: u64,
+    id: OrgId,
+}
+
+impl TenantKey {
+    pub(crate) fn new(key: Hashed<'_>) -> Self {
+        Self {
+            hash: key.hash,
+            id: OrgId::from_checked(key.id.as_bytes()),
+        }
+    }
+}
+
+impl Hash for TenantKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for TenantKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.id == other.id
+    }
+}
+
+impl Eq for TenantKey {}
+
+impl papaya::Equivalent<TenantKey> for Hashed<'_> {
+    fn equivalent(&self, key: &TenantKey) -> bool {
+        self.hash == key.hash && key.id == self.id
+    }
+}
+
+/// Hashes a key that carries its own hash ([`Hashed`], [`TenantKey`]):
+/// the hash is computed once per call, with the limiter's keyed hasher,
+/// and not again by each table.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PassThrough;
+
+impl BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher(0)
+    }
+}
+
+/// The [`PassThrough`] hasher: its hash is the `u64` written.
+#[derive(Debug)]
+pub(crate) struct PassThroughHasher(u64);
+
+impl Hasher for PassThroughHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in (FNV-1a).
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_flight_limit_is_exact_and_places_come_back_on_drop() {
+        let state = Arc::new(TenantState::default());
+        let slots: Vec<Slot> = (0..5)
+            .filter(|_| state.admit(Some(3), None).is_ok())
+            .map(|_| Slot::one(Arc::clone(&state)))
+            .collect();
+        assert_eq!(slots.len(), 3);
+        assert_eq!(state.admit(Some(3), None), Err(NotAdmitted::InFlight));
+        drop(slots);
+        assert_eq!(state.in_flight(), 0);
+        assert_eq!(state.admit(Some(0), None), Err(NotAdmitted::InFlight));
+    }
+
+    #[test]
+    fn a_call_refused_for_in_flight_keeps_its_token() {
+        let gcra = Gcra::of(super::super::config::Rate::new(1.0, 2).unwrap(), 1);
+        let state = TenantState::default();
+        assert!(state.admit(Some(1), Some((gcra, 0))).is_ok());
+        assert_eq!(
+            state.admit(Some(1), Some((gcra, 0))),
+            Err(NotAdmitted::InFlight)
+        );
+        state.release();
+        assert!(state.admit(Some(1), Some((gcra, 0))).is_ok());
+        state.release();
+        assert_eq!(state.admit(None, Some((gcra, 0))), Err(NotAdmitted::Rate));
+    }
+
+    #[test]
+    fn only_an_unseen_idle_full_state_is_evicted_and_then_refuses_everything() {
+        let gcra = Gcra::of(super::super::config::Rate::new(1.0, 1).unwrap(), 1);
+        let state = TenantState::default();
+        assert!(state.admit(None, Some((gcra, 0))).is_ok());
+        assert!(!state.sweep(0), "seen: kept, SEEN cleared");
+        assert!(!state.sweep(0), "in flight: kept");
+        state.release();
+        assert!(!state.sweep(1), "bucket not full yet: kept");
+        assert!(state.sweep(2_000_000_000));
+        assert_eq!(state.admit(None, None), Err(NotAdmitted::Evicted));
+        assert_eq!(
+            state.admit(None, Some((gcra, 0))),
+            Err(NotAdmitted::Evicted)
+        );
+    }
+
+    #[test]
+    fn keys_match_their_lookups_by_id_and_hash() {
+        let hasher = std::collections::hash_map::RandomState::new();
+        let lookup = Hashed::new(&hasher, "team-a");
+        let key = TenantKey::new(lookup);
+        assert!(papaya::Equivalent::equivalent(&lookup, &key));
+        assert_eq!(PassThrough.hash_one(&key), PassThrough.hash_one(lookup));
+        assert!(!papaya::Equivalent::equivalent(
+            &Hashed::new(&hasher, "team-b"),
+            &key
+        ));
+    }
+}
