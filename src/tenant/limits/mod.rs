@@ -9,7 +9,12 @@
 //! - **Limits** ([`Limits`]): `max_in_flight` calls at once and a
 //!   [`Rate`] (calls per second with a burst; GCRA, one timestamp per
 //!   tenant), each optional. [`TenantLimitLayer::new`] takes the defaults;
-//!   overrides give tenants their own.
+//!   overrides give tenants their own. The GCRA is the crate's own (the
+//!   state machine governor uses, on one `AtomicU64`), not governor's
+//!   keyed limiter: that one gives every key the same quota, fixed at
+//!   construction, and evicts by its own rule, where tenants here each
+//!   have their own rate, changed at run time without losing the calls
+//!   already counted, and are evicted only when that loses nothing.
 //! - **Refusals**: `RESOURCE_EXHAUSTED`, trailers-only, the inner service
 //!   not called, with a stable message naming the tenant and the limit
 //!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
