@@ -21,6 +21,9 @@ pub mod tenant;
 #[cfg(feature = "grpc")]
 pub mod stats;
 
+#[cfg(feature = "channelz")]
+pub mod channelz;
+
 #[cfg(feature = "arena")]
 #[allow(unsafe_code)]
 pub mod arena;

@@ -91,7 +91,7 @@ impl ShardedCounter {
 }
 
 /// One shard per core, rounded up to a power of two, at most 64.
-fn shard_count() -> usize {
+pub(crate) fn shard_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         std::thread::available_parallelism()
@@ -104,7 +104,7 @@ fn shard_count() -> usize {
 /// This thread's slot: threads are numbered in the order they first add,
 /// so the first threads of a process get shards of their own.
 #[inline]
-fn thread_slot() -> usize {
+pub(crate) fn thread_slot() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -38,6 +38,11 @@ pub struct RpcInfo<'a> {
     pub peer_addr: Option<SocketAddr>,
     /// The local address, where known (as `peer_addr`).
     pub local_addr: Option<SocketAddr>,
+    /// Server: the request's extensions as the layer received them, where
+    /// tonic keeps what it knows of the connection (`TcpConnectInfo`,
+    /// `TlsConnectInfo` with the client's certificates, `UdsConnectInfo`).
+    /// `None` on the client.
+    pub extensions: Option<&'a http::Extensions>,
 }
 
 impl<'a> RpcInfo<'a> {
@@ -59,6 +64,7 @@ impl<'a> RpcInfo<'a> {
             method,
             peer_addr: None,
             local_addr: None,
+            extensions: None,
         }
     }
 

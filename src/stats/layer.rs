@@ -378,6 +378,7 @@ where
             method: parts.uri.path(),
             peer_addr: tcp.and_then(|tcp| tcp.remote_addr),
             local_addr: tcp.and_then(|tcp| tcp.local_addr),
+            extensions: Some(&parts.extensions),
         };
         // The connection this layer's incoming stream accepted the request
         // on, when the handlers keep connection state.
@@ -435,6 +436,7 @@ where
             method: parts.uri.path(),
             peer_addr: conn.and_then(ConnTag::peer_addr),
             local_addr: conn.and_then(ConnTag::local_addr),
+            extensions: None,
         };
         let (recorder, context) = RpcRecorder::begin(
             &self.shared,

@@ -150,7 +150,7 @@ mod compression;
 mod conn;
 mod connector;
 mod context;
-mod counter;
+pub(crate) mod counter;
 mod event;
 pub mod frame;
 mod future;

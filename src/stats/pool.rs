@@ -238,12 +238,7 @@ mod tests {
     }
 
     fn begin(shared: &Arc<LayerShared<Noop>>) -> RecordRef<Noop> {
-        let info = RpcInfo {
-            side: Side::Server,
-            method: "/pkg.Service/Method",
-            peer_addr: None,
-            local_addr: None,
-        };
+        let info = RpcInfo::new(Side::Server, "/pkg.Service/Method");
         RpcRecorder::begin(shared, &info, None, &mut HeaderMap::new()).0
     }
 

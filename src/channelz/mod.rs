@@ -1,0 +1,106 @@
+//! Channelz (gRFC A14): gRPC's live view of a process's servers, channels
+//! and sockets, served as `grpc.channelz.v1.Channelz` so that any gRPC tool
+//! (grpcurl, grpc-go's channelz client, grpcdebug) can query a running
+//! tonic process, fed by the stats layer like any other handler.
+//!
+//! - [`ServerHandler`]: a [`StatsHandler`](crate::stats::StatsHandler) for
+//!   a server's [`CombinedLayer`](crate::stats::CombinedLayer): one
+//!   channelz server, its calls, and its connections as sockets.
+//! - [`ChannelHandler`]: the same for a client channel: one top channel
+//!   with one subchannel (a tonic `Channel` to one endpoint keeps one
+//!   connection at a time) and its connections as sockets.
+//! - [`ChannelzService`]: the service over the process's registry;
+//!   [`Admin`] adds it with reflection (and health) in one call, as
+//!   grpc-go's `admin.Register`.
+//!
+//! ```no_run
+//! use tonic::transport::{Endpoint, Server};
+//! use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler};
+//! use tonic_hotpath::stats::CombinedLayer;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // Server: the layer counts, the admin services answer.
+//! let layer = CombinedLayer::server().with(ServerHandler::new());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:50051").await?;
+//! let router = Server::builder()
+//!     .layer(layer.clone())
+//!     .add_routes(tonic::service::Routes::default());
+//! let server = Admin::new()
+//!     .register(router)?
+//!     .serve_with_incoming(layer.incoming_tcp(listener)?);
+//! tokio::spawn(server);
+//!
+//! // Client: a channel registered under its target.
+//! let target = "http://127.0.0.1:50051";
+//! let client = CombinedLayer::client().with(ChannelHandler::new(target));
+//! let channel = Endpoint::from_static(target)
+//!     .connect_with_connector(client.connector())
+//!     .await?;
+//! let channel = tower::ServiceBuilder::new().layer(client).service(channel);
+//! # let _ = channel;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is reported
+//!
+//! Servers, channels and subchannels: calls started, succeeded (status
+//! `OK`), failed, the last call's start, the creation time (their trace,
+//! with no events). Sockets: streams started, succeeded and failed as
+//! grpc-go's transport counts them, messages sent and received with their
+//! last times, local and remote addresses, and for TLS server connections
+//! the client's certificate. Left unset, because tonic does not expose
+//! them to a layer: connectivity states, keepalives, flow-control windows,
+//! socket options, the TLS cipher suite, Unix socket paths. The handlers'
+//! docs say exactly what each counter counts.
+//!
+//! # Ids and memory
+//!
+//! Ids come from one counter for the process: unique, never reused, and
+//! increasing in creation order. Entities leave by grpc-go's rule: a
+//! socket when its connection closes; a server or channel once its
+//! handler is dropped and its sockets are gone. At most [`MAX_SOCKETS`]
+//! sockets are tracked at once; connections past it are not (their calls
+//! still count on their server or channel) and [`untracked_sockets`]
+//! counts them.
+//!
+//! # Cost
+//!
+//! Creating and removing entities (a connection opening or closing) takes
+//! the registry's lock; an RPC takes none. A server's or channel's call
+//! counters are kept per thread slot on separate cache lines; a socket's
+//! are its own atomics, shared only by the RPCs of that connection.
+
+mod admin;
+mod calls;
+mod clock;
+mod entity;
+mod handler;
+mod registry;
+mod service;
+mod socket;
+
+/// The generated messages, client and server of `grpc.channelz.v1`
+/// (from grpc-proto's `channelz.proto`, regenerated with
+/// `tools/gen-channelz`).
+#[allow(missing_docs, clippy::all, clippy::pedantic, rustdoc::all)]
+pub mod proto {
+    include!("generated/grpc.channelz.v1.rs");
+}
+
+pub use admin::{Admin, ReflectionError};
+pub use handler::{ChannelHandler, ConnSocket, ListenSocket, RpcSocket, ServerHandler};
+pub use registry::MAX_SOCKETS;
+pub use service::ChannelzService;
+pub use tonic_health::server::HealthReporter;
+
+/// The encoded `FileDescriptorSet` of `grpc/channelz/v1/channelz.proto`
+/// and its imports, for a reflection service of the application's own
+/// (see [`Admin::without_reflection`]).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/channelz_descriptor.bin");
+
+/// How many connections were not tracked because [`MAX_SOCKETS`] sockets
+/// were registered when they opened.
+pub fn untracked_sockets() -> u64 {
+    registry::registry().untracked_sockets()
+}
