@@ -1,0 +1,245 @@
+//! Shared support for the channelz tests: a scripted echo service, a
+//! server fed to a [`ServerHandler`] on the layer's incoming stream, a
+//! client channel fed to a [`ChannelHandler`] through the layer's
+//! connector, and a channelz client of the admin services, served apart
+//! (so that queries are not calls of the server under test).
+//!
+//! Include with `mod support; mod channelz_support;`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Request, Response, Status, Streaming};
+use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
+use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler, proto};
+use tonic_hotpath::stats::{ClientStats, CombinedLayer};
+
+use crate::support::{
+    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
+};
+
+/// The echo service, with unary messages that script the outcome:
+/// `fail` answers `INVALID_ARGUMENT`, `slow` waits 30 s (for cancels and
+/// deadlines); anything else is echoed. Streaming methods are
+/// [`EchoService`]'s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScriptedEcho;
+
+#[tonic::async_trait]
+impl Echo for ScriptedEcho {
+    async fn unary_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        match request.get_ref().message.as_str() {
+            "fail" => Err(Status::invalid_argument("scripted failure")),
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                EchoService.unary_echo(request).await
+            }
+            _ => EchoService.unary_echo(request).await,
+        }
+    }
+
+    type ServerStreamingEchoStream = ResponseStream;
+
+    async fn server_streaming_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        EchoService.server_streaming_echo(request).await
+    }
+
+    async fn client_streaming_echo(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        EchoService.client_streaming_echo(request).await
+    }
+
+    type BidirectionalStreamingEchoStream = ResponseStream;
+
+    async fn bidirectional_streaming_echo(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        EchoService.bidirectional_streaming_echo(request).await
+    }
+}
+
+/// A server under test: its address, channelz id and task.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub id: i64,
+    pub task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+/// Serves [`ScriptedEcho`] behind a stats layer with a [`ServerHandler`]
+/// (configured by `handler`) on 127.0.0.1:0, connections counted through
+/// the layer's incoming stream; `server` is the builder (TLS or not).
+pub async fn spawn_server(server: Server, handler: ServerHandler) -> TestServer {
+    let id = handler.id();
+    let layer = CombinedLayer::server().with(handler);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let task = tokio::spawn(
+        server
+            .layer(layer.clone())
+            .add_routes(Routes::new(EchoServer::new(ScriptedEcho)))
+            .serve_with_incoming(layer.incoming_tcp(listener)),
+    );
+    TestServer { addr, id, task }
+}
+
+/// The admin services (channelz, reflection, health) on a server of their
+/// own, without any stats layer; returns its address.
+pub async fn spawn_admin() -> SocketAddr {
+    let (addr, incoming) = crate::support::bind().await;
+    let routes = Admin::new()
+        .with_health(tonic_hotpath::channelz::HealthReporter::new())
+        .into_routes()
+        .expect("admin routes");
+    tokio::spawn(
+        Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// A channelz client of the admin server at `addr`.
+pub async fn channelz_client(addr: SocketAddr) -> ChannelzClient<Channel> {
+    ChannelzClient::new(crate::support::connect(addr).await)
+}
+
+/// An echo client through a stats layer with a [`ChannelHandler`] for
+/// `endpoint`, its connection made by the layer's connector; returns the
+/// client and the channel's id and subchannel id.
+pub async fn channel_client(
+    endpoint: Endpoint,
+) -> (EchoClient<ClientStats<Channel, ChannelHandler>>, i64, i64) {
+    let handler = ChannelHandler::new(endpoint.uri().to_string());
+    let (id, sub) = (handler.id(), handler.subchannel_id());
+    let layer = CombinedLayer::client().with(handler);
+    let channel = endpoint
+        .connect_with_connector(layer.connector())
+        .await
+        .expect("connect");
+    (crate::stacks::client(channel, layer), id, sub)
+}
+
+/// The server `id` as channelz reports it.
+pub async fn fetch_server(client: &mut ChannelzClient<Channel>, id: i64) -> proto::Server {
+    client
+        .get_server(proto::GetServerRequest { server_id: id })
+        .await
+        .expect("GetServer")
+        .into_inner()
+        .server
+        .expect("server set")
+}
+
+/// Every socket of server `id`, walking the pages `page` at a time.
+pub async fn server_sockets(
+    client: &mut ChannelzClient<Channel>,
+    id: i64,
+    page: i64,
+) -> Vec<proto::Socket> {
+    let mut sockets = Vec::new();
+    let mut start = 0;
+    loop {
+        let reply = client
+            .get_server_sockets(proto::GetServerSocketsRequest {
+                server_id: id,
+                start_socket_id: start,
+                max_results: page,
+            })
+            .await
+            .expect("GetServerSockets")
+            .into_inner();
+        for reference in &reply.socket_ref {
+            sockets.push(socket(client, reference.socket_id).await);
+            start = reference.socket_id + 1;
+        }
+        if reply.end {
+            return sockets;
+        }
+    }
+}
+
+/// The socket `id`.
+pub async fn socket(client: &mut ChannelzClient<Channel>, id: i64) -> proto::Socket {
+    client
+        .get_socket(proto::GetSocketRequest {
+            socket_id: id,
+            summary: false,
+        })
+        .await
+        .expect("GetSocket")
+        .into_inner()
+        .socket
+        .expect("socket set")
+}
+
+/// The call counts of a server's, channel's or subchannel's data:
+/// (started, succeeded, failed).
+pub fn server_calls(server: &proto::Server) -> (i64, i64, i64) {
+    let data = server.data.as_ref().expect("server data");
+    (data.calls_started, data.calls_succeeded, data.calls_failed)
+}
+
+/// As [`server_calls`], for channel data.
+pub fn channel_calls(data: &proto::ChannelData) -> (i64, i64, i64) {
+    (data.calls_started, data.calls_succeeded, data.calls_failed)
+}
+
+/// A socket's (streams started, succeeded, failed, messages sent,
+/// received).
+pub fn socket_counts(socket: &proto::Socket) -> [i64; 5] {
+    let data = socket.data.as_ref().expect("socket data");
+    [
+        data.streams_started,
+        data.streams_succeeded,
+        data.streams_failed,
+        data.messages_sent,
+        data.messages_received,
+    ]
+}
+
+/// The IP address and port of a channelz address.
+pub fn tcp_addr(address: Option<&proto::Address>) -> Option<SocketAddr> {
+    match address?.address.as_ref()? {
+        proto::address::Address::TcpipAddress(tcp) => {
+            let ip: std::net::IpAddr = match tcp.ip_address.len() {
+                4 => <[u8; 4]>::try_from(tcp.ip_address.as_slice()).ok()?.into(),
+                16 => <[u8; 16]>::try_from(tcp.ip_address.as_slice()).ok()?.into(),
+                _ => return None,
+            };
+            Some(SocketAddr::new(ip, u16::try_from(tcp.port).ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// Polls `read` (up to 5 s) until it returns `want`; returns the last value
+/// read.
+pub async fn eventually<T, F, Fut>(want: &T, mut read: F) -> T
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut last = read().await;
+    for _ in 0..500 {
+        if &last == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        last = read().await;
+    }
+    last
+}
