@@ -93,7 +93,7 @@ async fn counts_are_exact_after_a_mixed_workload() {
     let data = channel.data.as_ref().expect("channel data");
     assert_eq!(channel_calls(data), want, "channel calls");
     assert_eq!(data.target, format!("http://{}/", server.addr));
-    assert!(data.last_call_started_timestamp.is_some());
+    assert!(after_start(&data.last_call_started_timestamp));
     assert_eq!(data.state, None, "tonic does not expose connectivity");
     let subchannel_ref = &channel.subchannel_ref;
     assert_eq!(subchannel_ref.len(), 1);
@@ -143,14 +143,35 @@ async fn counts_are_exact_after_a_mixed_workload() {
     assert_eq!(tcp_addr(server_socket.remote.as_ref()), Some(client_local));
     assert_eq!(client_socket.security, None, "plain TCP");
 
+    // Timestamps: set when the event happened, the Unix epoch when it
+    // never did (grpc-go's convention: the fields are always present).
     let client_data = client_socket.data.as_ref().unwrap();
-    assert!(client_data.last_local_stream_created_timestamp.is_some());
-    assert!(client_data.last_remote_stream_created_timestamp.is_none());
-    assert!(client_data.last_message_sent_timestamp.is_some());
-    assert!(client_data.last_message_received_timestamp.is_some());
+    assert!(after_start(
+        &client_data.last_local_stream_created_timestamp
+    ));
+    assert!(is_epoch(&client_data.last_remote_stream_created_timestamp));
+    assert!(after_start(&client_data.last_message_sent_timestamp));
+    assert!(after_start(&client_data.last_message_received_timestamp));
     let server_data = server_socket.data.as_ref().unwrap();
-    assert!(server_data.last_remote_stream_created_timestamp.is_some());
-    assert!(server_data.last_local_stream_created_timestamp.is_none());
+    assert!(after_start(
+        &server_data.last_remote_stream_created_timestamp
+    ));
+    assert!(is_epoch(&server_data.last_local_stream_created_timestamp));
+    assert!(after_start(&server_data.last_message_received_timestamp));
+}
+
+/// Whether a timestamp is set and within the last hour.
+fn after_start(stamp: &Option<prost_types::Timestamp>) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    stamp.is_some_and(|stamp| (now - 3600..=now + 1).contains(&stamp.seconds))
+}
+
+/// Whether a timestamp is set to the Unix epoch ("never").
+fn is_epoch(stamp: &Option<prost_types::Timestamp>) -> bool {
+    stamp.is_some_and(|stamp| stamp.seconds == 0 && stamp.nanos == 0)
 }
 
 #[tokio::test]

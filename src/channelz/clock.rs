@@ -44,9 +44,11 @@ pub(crate) fn now() -> i64 {
     unix_nanos(Instant::now())
 }
 
-/// The protobuf timestamp of `unix_nanos`, or `None` for 0 ("never").
+/// The protobuf timestamp of `unix_nanos`. 0 ("never") is the Unix
+/// epoch, as grpc-go reports an event that never happened: the field is
+/// always set.
 pub(crate) fn timestamp(unix_nanos: i64) -> Option<prost_types::Timestamp> {
-    (unix_nanos != 0).then(|| prost_types::Timestamp {
+    Some(prost_types::Timestamp {
         seconds: unix_nanos.div_euclid(1_000_000_000),
         // In 0..1e9: fits.
         nanos: unix_nanos.rem_euclid(1_000_000_000) as i32,
@@ -75,8 +77,9 @@ mod tests {
     }
 
     #[test]
-    fn zero_is_never_and_negative_times_are_normalised() {
-        assert_eq!(timestamp(0), None);
+    fn never_is_the_epoch_and_negative_times_are_normalised() {
+        let epoch = timestamp(0).unwrap();
+        assert_eq!((epoch.seconds, epoch.nanos), (0, 0));
         let stamp = timestamp(-1).unwrap();
         assert_eq!((stamp.seconds, stamp.nanos), (-1, 999_999_999));
         let stamp = timestamp(1_500_000_000).unwrap();

@@ -36,7 +36,7 @@ impl CallEntity {
         }
     }
 
-    /// The server's data now.
+    /// The server's data now. No trace: grpc-go's servers have none.
     pub(crate) fn server_data(&self) -> proto::ServerData {
         let CallCounts {
             started,
@@ -45,7 +45,7 @@ impl CallEntity {
             last_started,
         } = self.calls.read();
         proto::ServerData {
-            trace: Some(self.trace()),
+            trace: None,
             calls_started: started,
             calls_succeeded: succeeded,
             calls_failed: failed,

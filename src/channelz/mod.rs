@@ -45,8 +45,9 @@
 //! # What is reported
 //!
 //! Servers, channels and subchannels: calls started, succeeded (status
-//! `OK`), failed, the last call's start, the creation time (their trace,
-//! with no events). Sockets: streams started, succeeded and failed as
+//! `OK`), failed, the last call's start; channels and subchannels also
+//! their creation time (a trace with no events). As in grpc-go, a
+//! timestamp of an event that never happened is the Unix epoch. Sockets: streams started, succeeded and failed as
 //! grpc-go's transport counts them, messages sent and received with their
 //! last times, local and remote addresses, and for TLS server connections
 //! the client's certificate. Left unset, because tonic does not expose

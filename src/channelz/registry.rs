@@ -83,6 +83,7 @@ struct Tables {
 /// The registry.
 #[derive(Debug)]
 pub(crate) struct Registry {
+    max_sockets: usize,
     next_id: AtomicI64,
     untracked_sockets: AtomicU64,
     tables: RwLock<Tables>,
@@ -130,7 +131,12 @@ impl Registry {
     /// An empty registry: the process has one ([`registry`]); unit tests
     /// make their own.
     pub(crate) fn new() -> Self {
+        Self::with_max_sockets(MAX_SOCKETS)
+    }
+
+    fn with_max_sockets(max_sockets: usize) -> Self {
         Self {
+            max_sockets,
             next_id: AtomicI64::new(1),
             untracked_sockets: AtomicU64::new(0),
             tables: RwLock::new(Tables::default()),
@@ -202,7 +208,7 @@ impl Registry {
         remote: Option<SocketAddr>,
     ) -> Option<Arc<SocketEntity>> {
         let mut tables = self.write();
-        if tables.sockets.len() >= MAX_SOCKETS {
+        if tables.sockets.len() >= self.max_sockets {
             drop(tables);
             self.untracked_sockets.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -314,7 +320,7 @@ impl Registry {
         Some(proto::Subchannel {
             r#ref: Some(proto::SubchannelRef {
                 subchannel_id: id,
-                name: node.entity.name.clone(),
+                name: String::new(),
             }),
             data: Some(node.entity.channel_data()),
             channel_ref: Vec::new(),
@@ -377,7 +383,7 @@ impl Tables {
                 .filter_map(|sub| self.subchannels.get(sub))
                 .map(|sub| proto::SubchannelRef {
                     subchannel_id: sub.entity.id,
-                    name: sub.entity.name.clone(),
+                    name: String::new(),
                 })
                 .collect(),
             socket_ref: Vec::new(),
@@ -417,5 +423,81 @@ impl Tables {
         {
             self.channels.remove(&id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    #[test]
+    fn past_the_cap_sockets_are_counted_not_tracked() {
+        let registry = Registry::with_max_sockets(2);
+        let server = registry.add_server(String::new());
+        let parent = SocketParent::Server(server.id);
+        let first = registry.add_socket(parent, addr(1), addr(2)).unwrap();
+        let _second = registry.add_socket(parent, addr(1), addr(3)).unwrap();
+        assert!(registry.add_socket(parent, addr(1), addr(4)).is_none());
+        assert_eq!(registry.untracked_sockets(), 1);
+        registry.remove_socket(first.id);
+        assert!(registry.add_socket(parent, addr(1), addr(5)).is_some());
+        assert_eq!(registry.counts(), (1, 0, 0, 2));
+    }
+
+    #[test]
+    fn a_closed_channel_stays_while_its_subchannel_has_a_socket() {
+        let registry = Registry::new();
+        let (channel, subchannel) = registry.add_channel("dns:///x");
+        let socket = registry
+            .add_socket(SocketParent::Subchannel(subchannel.id), addr(1), addr(2))
+            .unwrap();
+        registry.close_channel(channel.id);
+        assert_eq!(registry.counts(), (0, 1, 1, 1), "kept for its socket");
+        assert!(registry.subchannel(subchannel.id).is_some());
+        registry.remove_socket(socket.id);
+        assert_eq!(registry.counts(), (0, 0, 0, 0), "all gone with the socket");
+        // Removing again, or closing again, is a no-op.
+        registry.remove_socket(socket.id);
+        registry.close_channel(channel.id);
+    }
+
+    #[test]
+    fn a_closed_server_stays_while_it_has_sockets_and_listeners() {
+        let registry = Registry::new();
+        let server = registry.add_server("s".to_owned());
+        let listener = registry
+            .add_socket(SocketParent::Listener(server.id), addr(80), None)
+            .unwrap();
+        let conn = registry
+            .add_socket(SocketParent::Server(server.id), addr(80), addr(9))
+            .unwrap();
+        // Listening sockets are not among the server's sockets.
+        let page = registry.server_sockets(server.id, 0, 0).unwrap();
+        assert_eq!(page.entries.len(), 1);
+        assert_eq!(page.entries[0].socket_id, conn.id);
+        assert_eq!(page.entries[0].name, "", "grpc-go names no connection");
+        let described = registry.server(server.id).unwrap();
+        assert_eq!(described.listen_socket[0].name, "127.0.0.1:80");
+        registry.close_server(server.id);
+        registry.remove_socket(conn.id);
+        assert!(registry.server(server.id).is_some(), "its listener is open");
+        registry.remove_socket(listener.id);
+        assert!(registry.server(server.id).is_none());
+        assert_eq!(registry.counts(), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_socket_of_a_gone_parent_is_not_tracked() {
+        let registry = Registry::new();
+        assert!(
+            registry
+                .add_socket(SocketParent::Server(42), addr(1), addr(2))
+                .is_none()
+        );
+        assert_eq!(registry.counts(), (0, 0, 0, 0));
     }
 }

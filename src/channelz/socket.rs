@@ -113,19 +113,15 @@ impl SocketEntity {
         let _ = self.tls.set(details);
     }
 
-    /// The socket's reference, as its parent lists it.
+    /// The socket's reference, as its parent lists it: named, as in
+    /// grpc-go, only for a listening socket (its address).
     pub(crate) fn reference(&self) -> proto::SocketRef {
         proto::SocketRef {
             socket_id: self.id,
-            name: self.name(),
-        }
-    }
-
-    /// grpc-go's name for a socket: its addresses.
-    fn name(&self) -> String {
-        match (self.local, self.remote) {
-            (Some(local), Some(remote)) => format!("{local} -> {remote}"),
-            _ => String::new(),
+            name: match (self.local, self.remote) {
+                (Some(local), None) => local.to_string(),
+                _ => String::new(),
+            },
         }
     }
 
