@@ -9,6 +9,13 @@ use std::cell::Cell;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    /// Bytes allocated minus bytes freed on this thread (wrapping: memory
+    /// freed on another thread than its allocation's shows there).
+    static NET_BYTES: Cell<isize> = const { Cell::new(0) };
+}
+
+fn add_bytes(delta: isize) {
+    let _ = NET_BYTES.try_with(|bytes| bytes.set(bytes.get().wrapping_add(delta)));
 }
 
 /// Counts allocations (and reallocations) made on the current thread.
@@ -28,23 +35,27 @@ fn count_one() {
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_one();
+        add_bytes(layout.size() as isize);
         // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count_one();
+        add_bytes(layout.size() as isize);
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count_one();
+        add_bytes(new_size as isize - layout.size() as isize);
         // SAFETY: as above; `ptr` came from this allocator, i.e. `System`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        add_bytes(-(layout.size() as isize));
         // SAFETY: as above.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -62,4 +73,10 @@ pub fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
     let before = allocations_so_far();
     let result = f();
     (allocations_so_far() - before, result)
+}
+
+/// Bytes this thread has allocated and not freed so far (requested sizes,
+/// without the allocator's own overhead).
+pub fn net_bytes_so_far() -> isize {
+    NET_BYTES.with(Cell::get)
 }

@@ -39,8 +39,8 @@ impl StatsHandler for Timed {
 
 #[path = "../alloc_count/mod.rs"]
 mod alloc_count;
-pub use alloc_count::CountingAllocator;
 use alloc_count::allocations_so_far;
+pub use alloc_count::{CountingAllocator, net_bytes_so_far};
 
 /// The unary echo path.
 pub const UNARY_PATH: &str = "/hotpath.echo.Echo/UnaryEcho";
