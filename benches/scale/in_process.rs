@@ -19,6 +19,7 @@ use prost::Message;
 use tonic::body::Body;
 use tonic::service::Routes;
 use tonic_health::pb::HealthCheckRequest;
+use tonic_hotpath::channelz::ServerHandler;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
 use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
@@ -116,6 +117,22 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
                 "CombinedLayer::server() with 2 no-op handlers",
             ),
             CombinedLayer::server().with(Noop).with(Noop),
+        ),
+        server(
+            (
+                "noop1",
+                "1 no-op",
+                "CombinedLayer::server() with 1 no-op handler",
+            ),
+            CombinedLayer::server().with(Noop),
+        ),
+        server(
+            (
+                "channelz",
+                "channelz",
+                "CombinedLayer::server() with channelz's ServerHandler (server calls counted per thread slot)",
+            ),
+            CombinedLayer::server().with(ServerHandler::new()),
         ),
         server(
             (
