@@ -35,7 +35,7 @@ use super::service::ChannelzService;
 /// Admin::new()
 ///     .with_health(health.clone())
 ///     .register(router)?
-///     .serve_with_incoming(layer.incoming_tcp(listener)?)
+///     .serve_with_incoming(layer.incoming_tcp(listener))
 ///     .await?;
 /// # Ok(())
 /// # }

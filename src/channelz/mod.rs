@@ -27,7 +27,7 @@
 //!     .add_routes(tonic::service::Routes::default());
 //! let server = Admin::new()
 //!     .register(router)?
-//!     .serve_with_incoming(layer.incoming_tcp(listener)?);
+//!     .serve_with_incoming(layer.incoming_tcp(listener));
 //! tokio::spawn(server);
 //!
 //! // Client: a channel registered under its target.
