@@ -332,3 +332,52 @@ async fn a_closed_connection_leaves_and_a_dropped_server_follows() {
     .await;
     assert!(gone, "a stopped server left channelz");
 }
+
+#[tokio::test]
+async fn unix_socket_connections_are_counted_without_addresses() {
+    use tonic_hotpath::channelz::ChannelHandler;
+    use tonic_hotpath::stats::CombinedLayer;
+
+    let handler = ServerHandler::new();
+    let server_id = handler.id();
+    let layer = CombinedLayer::server().with(handler);
+    let (path, incoming) = stacks::uds::bind();
+    stacks::spawn_echo(layer.clone(), ScriptedEcho, layer.incoming(incoming));
+    let channel_handler = ChannelHandler::new("unix:///uds.invalid");
+    let subchannel_id = channel_handler.subchannel_id();
+    let client_layer = CombinedLayer::client().with(channel_handler);
+    let channel =
+        stacks::uds::channel_with(client_layer.connector_with(stacks::uds::connector(path.path())))
+            .await;
+    let mut echo = stacks::client(channel, client_layer);
+    echo.unary_echo(request("over a Unix socket"))
+        .await
+        .unwrap();
+    echo.unary_echo(request("fail")).await.unwrap_err();
+
+    let admin = spawn_admin().await;
+    let mut channelz = channelz_client(admin).await;
+    let want = (2, 1, 1);
+    let got = eventually(&want, || {
+        let mut channelz = channelz.clone();
+        async move { server_calls(&fetch_server(&mut channelz, server_id).await) }
+    })
+    .await;
+    assert_eq!(got, want);
+    let sockets = server_sockets(&mut channelz, server_id, 0).await;
+    assert_eq!(sockets.len(), 1);
+    assert_eq!(socket_counts(&sockets[0]), [2, 2, 0, 1, 2]);
+    assert_eq!(
+        (sockets[0].local.clone(), sockets[0].remote.clone()),
+        (None, None)
+    );
+    let subchannel = channelz
+        .get_subchannel(proto::GetSubchannelRequest { subchannel_id })
+        .await
+        .unwrap()
+        .into_inner()
+        .subchannel
+        .unwrap();
+    let client_socket = socket(&mut channelz, subchannel.socket_ref[0].socket_id).await;
+    assert_eq!(socket_counts(&client_socket), [2, 2, 0, 2, 1]);
+}
