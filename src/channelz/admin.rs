@@ -86,14 +86,15 @@ impl Admin {
     /// Only if the reflection service cannot be built, which the crate's
     /// tests rule out.
     pub fn register<L>(self, router: Router<L>) -> Result<Router<L>, ReflectionError> {
+        let health = self.health.is_some();
         let mut router = router.add_service(ChannelzService::server());
         if let Some(reporter) = self.health {
             router = router.add_service(health_server(reporter));
         }
         if self.reflection {
             router = router
-                .add_service(reflection().build_v1()?)
-                .add_service(reflection().build_v1alpha()?);
+                .add_service(reflection(health).build_v1()?)
+                .add_service(reflection(health).build_v1alpha()?);
         }
         Ok(router)
     }
@@ -105,14 +106,15 @@ impl Admin {
     ///
     /// As [`register`](Self::register).
     pub fn into_routes(self) -> Result<Routes, ReflectionError> {
+        let health = self.health.is_some();
         let mut routes = Routes::new(ChannelzService::server());
         if let Some(reporter) = self.health {
             routes = routes.add_service(health_server(reporter));
         }
         if self.reflection {
             routes = routes
-                .add_service(reflection().build_v1()?)
-                .add_service(reflection().build_v1alpha()?);
+                .add_service(reflection(health).build_v1()?)
+                .add_service(reflection(health).build_v1alpha()?);
         }
         Ok(routes)
     }
@@ -122,8 +124,15 @@ fn health_server(reporter: HealthReporter) -> HealthServer<HealthService> {
     HealthServer::new(HealthService::from_health_reporter(reporter))
 }
 
-fn reflection() -> tonic_reflection::server::Builder<'static> {
-    tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .with_service_name(super::proto::channelz_server::SERVICE_NAME)
+/// The reflection builder: the channelz descriptors, and health's when
+/// health is served, so that tools can `list` and `describe` every
+/// service the admin routes serve (reflection lists itself too).
+fn reflection(health: bool) -> tonic_reflection::server::Builder<'static> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+    if health {
+        builder.register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    } else {
+        builder
+    }
 }
