@@ -381,3 +381,39 @@ async fn unix_socket_connections_are_counted_without_addresses() {
     let client_socket = socket(&mut channelz, subchannel.socket_ref[0].socket_id).await;
     assert_eq!(socket_counts(&client_socket), [2, 2, 0, 2, 1]);
 }
+
+/// On a multi-threaded runtime idle per-RPC records on the worker threads
+/// keep the layer's handler alive after the server stops: the handlers
+/// close their entities when the layered service is dropped instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_and_a_dropped_channel_leave_on_a_multi_threaded_runtime() {
+    let server = spawn_server(Server::builder(), ServerHandler::new()).await;
+    let admin = spawn_admin().await;
+    let mut channelz = channelz_client(admin).await;
+    let (echo, channel_id, _) = channel_client(support::endpoint(server.addr)).await;
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let mut echo = echo.clone();
+        calls.spawn(async move { echo.unary_echo(request("many threads")).await.unwrap() });
+    }
+    calls.join_all().await;
+    drop(echo);
+    server.task.abort();
+    let server_id = server.id;
+    let gone = eventually(&(true, true), || {
+        let mut channelz = channelz.clone();
+        async move {
+            let server = channelz
+                .get_server(proto::GetServerRequest { server_id })
+                .await
+                .is_err_and(|status| status.code() == Code::NotFound);
+            let channel = channelz
+                .get_channel(proto::GetChannelRequest { channel_id })
+                .await
+                .is_err_and(|status| status.code() == Code::NotFound);
+            (server, channel)
+        }
+    })
+    .await;
+    assert_eq!(gone, (true, true), "(server gone, channel gone)");
+}

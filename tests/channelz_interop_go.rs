@@ -15,11 +15,10 @@
 //! one in, until its servers and channels have left channelz: a walk that
 //! lists an entity which is gone when it asks for it fails.
 //!
-//! Each test runs on a current-thread runtime: there, a stopped server's or
-//! dropped channel's handler is dropped at once. On a multi-threaded
-//! runtime the stats layer's idle per-RPC records, kept per worker thread,
-//! hold the handler (and so the channelz server or channel) until that
-//! thread serves a new layered service or exits.
+//! Each test runs on a current-thread runtime, one at a time; teardown
+//! waits for the stopped server and dropped channel to leave (they close
+//! when their layered services are dropped, whatever the runtime:
+//! `tests/channelz.rs` checks it on a multi-threaded one).
 
 mod channelz_support;
 mod stacks;

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tonic::Code;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
@@ -70,9 +71,10 @@ impl RpcSocket {
 /// [`StatsHandler`] for a server [`CombinedLayer`](crate::stats::CombinedLayer),
 /// added with `.with(..)` beside any other handler.
 ///
-/// It registers a channelz server when created and closes it when dropped
-/// (with the layer); the server leaves channelz once its connections have
-/// closed too. Connections are its sockets when the server is served from
+/// It registers a channelz server when created and closes it when the
+/// service its layer made is dropped (the server stopped), or when the
+/// handler is dropped if its layer never made one; the server leaves
+/// channelz once its connections have closed too. Connections are its sockets when the server is served from
 /// the layer's incoming stream (`layer.incoming_tcp(..)`, TCP with or
 /// without TLS, Unix sockets); without it, only the calls are counted.
 ///
@@ -103,6 +105,8 @@ impl RpcSocket {
 pub struct ServerHandler {
     entity: Arc<CallEntity>,
     local_certificate: Option<Arc<[u8]>>,
+    /// Layered services alive (see [`StatsHandler::service_created`]).
+    services: AtomicUsize,
 }
 
 impl ServerHandler {
@@ -116,6 +120,7 @@ impl ServerHandler {
         Self {
             entity: registry().add_server(name.into()),
             local_certificate: None,
+            services: AtomicUsize::new(0),
         }
     }
 
@@ -246,6 +251,16 @@ impl StatsHandler for ServerHandler {
             conn.close();
         }
     }
+
+    fn service_created(&self) {
+        self.services.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn service_dropped(&self) {
+        if self.services.fetch_sub(1, Ordering::AcqRel) == 1 {
+            registry().close_server(self.entity.id);
+        }
+    }
 }
 
 /// Feeds channelz with one client channel's calls and connections: a
@@ -253,7 +268,8 @@ impl StatsHandler for ServerHandler {
 ///
 /// It registers a top channel for `target` with one subchannel (a tonic
 /// `Channel` to one endpoint keeps one connection at a time) and closes
-/// both when dropped. Connections are the subchannel's sockets when the
+/// both when the service its layer made is dropped (or the handler, if
+/// the layer never made one). Connections are the subchannel's sockets when the
 /// channel was built with the layer's connector (`layer.connector()`);
 /// without it, only the calls are counted.
 ///
@@ -281,6 +297,8 @@ impl StatsHandler for ServerHandler {
 pub struct ChannelHandler {
     channel: Arc<CallEntity>,
     subchannel: Arc<CallEntity>,
+    /// Layered services alive (see [`StatsHandler::service_created`]).
+    services: AtomicUsize,
 }
 
 impl ChannelHandler {
@@ -291,6 +309,7 @@ impl ChannelHandler {
         Self {
             channel,
             subchannel,
+            services: AtomicUsize::new(0),
         }
     }
 
@@ -348,6 +367,16 @@ impl StatsHandler for ChannelHandler {
     fn handle_conn(&self, conn: &ConnSocket, event: &ConnEvent) {
         if let ConnEvent::End { .. } = event {
             conn.close();
+        }
+    }
+
+    fn service_created(&self) {
+        self.services.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn service_dropped(&self) {
+        if self.services.fetch_sub(1, Ordering::AcqRel) == 1 {
+            registry().close_channel(self.channel.id);
         }
     }
 }

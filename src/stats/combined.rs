@@ -107,6 +107,16 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
         self.first.handle_conn(&state.0, event);
         self.second.handle_conn(&state.1, event);
     }
+
+    fn service_created(&self) {
+        self.first.service_created();
+        self.second.service_created();
+    }
+
+    fn service_dropped(&self) {
+        self.first.service_dropped();
+        self.second.service_dropped();
+    }
 }
 
 /// A shared handler is a handler.
@@ -142,5 +152,13 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
 
     fn handle_conn(&self, state: &Self::ConnState, event: &ConnEvent) {
         (**self).handle_conn(state, event);
+    }
+
+    fn service_created(&self) {
+        (**self).service_created();
+    }
+
+    fn service_dropped(&self) {
+        (**self).service_dropped();
     }
 }

@@ -306,4 +306,18 @@ pub trait StatsHandler: Send + Sync + 'static {
     fn handle_conn(&self, state: &Self::ConnState, event: &ConnEvent) {
         let _ = (state, event);
     }
+
+    /// The layer made a layered service with this handler: tonic's server
+    /// makes one per `serve` (its clones serve every connection), a client
+    /// `ServiceBuilder` one per `.service(channel)`. Paired with
+    /// [`service_dropped`](Self::service_dropped).
+    fn service_created(&self) {}
+
+    /// A layered service made by the layer, and every clone of it, was
+    /// dropped: a server stopped, a client went away. RPCs still running
+    /// deliver their remaining events after it. The handler itself may
+    /// live on a while (idle per-RPC records on worker threads keep it), so
+    /// a handler that must act when its service is gone acts here, not in
+    /// `Drop`.
+    fn service_dropped(&self) {}
 }

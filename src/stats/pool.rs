@@ -112,6 +112,7 @@ pub(crate) struct PoolOwner<H: StatsHandler>(Arc<LayerShared<H>>);
 
 impl<H: StatsHandler> PoolOwner<H> {
     pub(crate) fn new(shared: LayerShared<H>) -> Self {
+        shared.handler.service_created();
         Self(Arc::new(shared))
     }
 }
@@ -127,6 +128,7 @@ impl<H: StatsHandler> Deref for PoolOwner<H> {
 impl<H: StatsHandler> Drop for PoolOwner<H> {
     fn drop(&mut self) {
         self.0.close();
+        self.0.handler.service_dropped();
     }
 }
 
