@@ -389,7 +389,7 @@ async fn unix_socket_connections_are_counted_without_addresses() {
 async fn a_stopped_server_and_a_dropped_channel_leave_on_a_multi_threaded_runtime() {
     let server = spawn_server(Server::builder(), ServerHandler::new()).await;
     let admin = spawn_admin().await;
-    let mut channelz = channelz_client(admin).await;
+    let channelz = channelz_client(admin).await;
     let (echo, channel_id, _) = channel_client(support::endpoint(server.addr)).await;
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..20 {
