@@ -95,6 +95,31 @@ async fn counts_are_exact_after_a_mixed_workload() {
     assert_eq!(data.target, format!("http://{}/", server.addr));
     assert!(after_start(&data.last_call_started_timestamp));
     assert_eq!(data.state, None, "tonic does not expose connectivity");
+    // The creation events grpc-go logs.
+    let trace = data.trace.as_ref().expect("channel trace");
+    let events: Vec<&str> = trace
+        .events
+        .iter()
+        .map(|e| e.description.as_str())
+        .collect();
+    let target = format!("http://{}/", server.addr);
+    assert_eq!(
+        events,
+        [
+            format!("Channel created for target {target:?}").as_str(),
+            format!("Subchannel(id:{subchannel_id}) created").as_str()
+        ]
+    );
+    assert_eq!(trace.num_events_logged, 2);
+    assert_eq!(
+        trace.events[1].child_ref,
+        Some(proto::channel_trace_event::ChildRef::SubchannelRef(
+            proto::SubchannelRef {
+                subchannel_id,
+                name: String::new()
+            }
+        ))
+    );
     let subchannel_ref = &channel.subchannel_ref;
     assert_eq!(subchannel_ref.len(), 1);
     assert_eq!(subchannel_ref[0].subchannel_id, subchannel_id);

@@ -612,27 +612,13 @@ const MISSING_ON_THE_RUST_SIDE: &[&str] = &[
     // not expose its connectivity state or its transitions.
     "channel data.state",
     "channel data.state.state",
-    // Channel traces: grpc-go logs events (channel created, dial target
-    // parsed, resolver updates, LB policy, connectivity changes, subchannel
-    // created, with its ref). The connectivity, resolver and LB events are
-    // tonic's internals; the registry logs no events at all (not even the
-    // creation ones it could: a choice of this crate, not a tonic limit).
-    "channel data.trace.events[]",
-    "channel data.trace.events[].description",
-    "channel data.trace.events[].severity",
-    "channel data.trace.events[].subchannel_ref",
-    "channel data.trace.events[].subchannel_ref.subchannel_id",
-    "channel data.trace.events[].timestamp",
-    "channel data.trace.num_events_logged",
-    // Subchannels: the same (connectivity, "Subchannel created", address
-    // picked).
+    // Subchannels: the same connectivity state. (Traces: both sides log
+    // the creation events, "Channel created for target ...",
+    // "Subchannel(id:N) created" with its ref, "Subchannel created";
+    // grpc-go's later events, resolver, LB policy and connectivity changes,
+    // are tonic's internals; the paths are the same either way.)
     "subchannel data.state",
     "subchannel data.state.state",
-    "subchannel data.trace.events[]",
-    "subchannel data.trace.events[].description",
-    "subchannel data.trace.events[].severity",
-    "subchannel data.trace.events[].timestamp",
-    "subchannel data.trace.num_events_logged",
     // HTTP/2 flow-control windows: h2's, not exposed by hyper or tonic.
     "channel_socket data.local_flow_control_window",
     "channel_socket data.remote_flow_control_window",

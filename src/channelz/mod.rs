@@ -46,12 +46,15 @@
 //!
 //! Servers, channels and subchannels: calls started, succeeded (status
 //! `OK`), failed, the last call's start; channels and subchannels also
-//! their creation time (a trace with no events). As in grpc-go, a
+//! a trace with their creation and grpc-go's creation events ("Channel
+//! created for target ...", "Subchannel(id:N) created", "Subchannel
+//! created"). As in grpc-go, a
 //! timestamp of an event that never happened is the Unix epoch. Sockets: streams started, succeeded and failed as
 //! grpc-go's transport counts them, messages sent and received with their
 //! last times, local and remote addresses, and for TLS server connections
 //! the client's certificate. Left unset, because tonic does not expose
-//! them to a layer: connectivity states, keepalives, flow-control windows,
+//! them to a layer: connectivity states (and the trace events of their
+//! changes), keepalives, flow-control windows,
 //! socket options, the TLS cipher suite, Unix socket paths. The handlers'
 //! docs say exactly what each counter counts.
 //!

@@ -176,8 +176,9 @@ impl Registry {
 
     /// Registers a top channel with its one subchannel, both for `target`.
     pub(crate) fn add_channel(&self, target: &str) -> (Arc<CallEntity>, Arc<CallEntity>) {
-        let channel = Arc::new(CallEntity::new(self.next_id(), target.to_owned()));
-        let subchannel = Arc::new(CallEntity::new(self.next_id(), target.to_owned()));
+        let (channel_id, subchannel_id) = (self.next_id(), self.next_id());
+        let (channel, subchannel) = CallEntity::channel(channel_id, subchannel_id, target);
+        let (channel, subchannel) = (Arc::new(channel), Arc::new(subchannel));
         let mut tables = self.write();
         tables.subchannels.insert(
             subchannel.id,
