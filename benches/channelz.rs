@@ -36,12 +36,11 @@ use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
 use stats_harness::{
     CountingAllocator, Noop, Timed, call_in_process, current_thread_runtime, echo_transport,
-    one_rpc, open_linked_connection, unary_body, unary_request,
+    linked_loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
 };
-use tokio::runtime::Runtime;
-use tonic::transport::{Channel, Server};
+use tonic::transport::Server;
 use tonic_hotpath::channelz::{ChannelHandler, ServerHandler};
-use tonic_hotpath::stats::{ClientStats, CombinedLayer, StatsHandler};
+use tonic_hotpath::stats::CombinedLayer;
 use tower::Layer;
 use tower::layer::util::Identity;
 
@@ -115,36 +114,6 @@ fn in_process_client(c: &mut Criterion) {
     group.finish();
 }
 
-/// An echo client over loopback with `server` and `client` handlers, the
-/// server on the layer's incoming stream and the channel on its connector.
-fn linked_client<S: StatsHandler, C: StatsHandler>(
-    rt: &Runtime,
-    server: S,
-    client: C,
-) -> support::EchoClient<ClientStats<Channel, C>> {
-    rt.block_on(async {
-        let server_layer = CombinedLayer::server().with(server);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(
-            Server::builder()
-                .layer(server_layer.clone())
-                .add_service(support::EchoServer::new(support::EchoService))
-                .serve_with_incoming(server_layer.incoming_tcp(listener)),
-        );
-        let client_layer = CombinedLayer::client().with(client);
-        let channel = support::endpoint(addr)
-            .connect_with_connector(client_layer.connector())
-            .await
-            .unwrap();
-        support::EchoClient::new(
-            tower::ServiceBuilder::new()
-                .layer(client_layer)
-                .service(channel),
-        )
-    })
-}
-
 fn loopback_linked(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let mut group = c.benchmark_group("channelz/loopback_unary_linked");
@@ -160,11 +129,14 @@ fn loopback_linked(c: &mut Criterion) {
     group.bench_function("no_layer", |b| {
         b.to_async(&rt).iter(|| one_rpc(plain.clone()))
     });
-    let noop = linked_client(&rt, Timed, Timed);
+    let noop = rt.block_on(linked_loopback_client(Timed, Timed));
     group.bench_function("timed_1", |b| {
         b.to_async(&rt).iter(|| one_rpc(noop.clone()))
     });
-    let channelz = linked_client(&rt, ServerHandler::new(), ChannelHandler::new("bench"));
+    let channelz = rt.block_on(linked_loopback_client(
+        ServerHandler::new(),
+        ChannelHandler::new("bench"),
+    ));
     group.bench_function("channelz", |b| {
         b.to_async(&rt).iter(|| one_rpc(channelz.clone()))
     });

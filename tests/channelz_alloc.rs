@@ -7,12 +7,11 @@ mod stats_harness;
 mod support;
 
 use stats_harness::{
-    CountingAllocator, Noop, allocations_per_call, current_thread_runtime, net_bytes_so_far,
-    one_rpc,
+    CountingAllocator, Noop, allocations_per_call, current_thread_runtime, linked_loopback_client,
+    net_bytes_so_far, one_rpc,
 };
-use tonic::transport::Server;
 use tonic_hotpath::channelz::{ChannelHandler, ServerHandler};
-use tonic_hotpath::stats::{CombinedLayer, ConnInfo, Side, StatsHandler};
+use tonic_hotpath::stats::{ConnInfo, Side, StatsHandler};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -20,41 +19,21 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 const RPCS: u64 = 300;
 
 /// Allocations per loopback unary RPC with `server` and `client` handlers,
-/// the server on the layer's incoming stream and the channel on the
-/// layer's connector (client and server on this thread).
-macro_rules! linked_loopback {
-    ($rt:expr, $server:expr, $client:expr) => {{
-        let rt = &$rt;
-        let client = rt.block_on(async {
-            let server_layer = CombinedLayer::server().with($server);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            tokio::spawn(
-                Server::builder()
-                    .layer(server_layer.clone())
-                    .add_service(support::EchoServer::new(support::EchoService))
-                    .serve_with_incoming(server_layer.incoming_tcp(listener)),
-            );
-            let client_layer = CombinedLayer::client().with($client);
-            let channel = support::endpoint(addr)
-                .connect_with_connector(client_layer.connector())
-                .await
-                .unwrap();
-            support::EchoClient::new(
-                tower::ServiceBuilder::new()
-                    .layer(client_layer)
-                    .service(channel),
-            )
-        });
-        rt.block_on(allocations_per_call(RPCS, || one_rpc(client.clone())))
-    }};
+/// the connection linked on both sides (client and server on this thread).
+fn linked_loopback<S: StatsHandler, C: StatsHandler>(
+    rt: &tokio::runtime::Runtime,
+    server: S,
+    client: C,
+) -> f64 {
+    let client = rt.block_on(linked_loopback_client(server, client));
+    rt.block_on(allocations_per_call(RPCS, || one_rpc(client.clone())))
 }
 
 #[test]
 fn channelz_handlers_add_no_allocation_per_rpc() {
     let rt = current_thread_runtime();
-    let noop = linked_loopback!(rt, Noop, Noop);
-    let channelz = linked_loopback!(rt, ServerHandler::new(), ChannelHandler::new("loopback"));
+    let noop = linked_loopback(&rt, Noop, Noop);
+    let channelz = linked_loopback(&rt, ServerHandler::new(), ChannelHandler::new("loopback"));
     eprintln!("allocations per loopback RPC: no-op handlers {noop}, channelz handlers {channelz}");
     // hyper allocates now and then (buffer growth): a few hundredths of an
     // allocation per RPC move between runs; a per-RPC allocation is 1.

@@ -35,6 +35,30 @@ impl ConnSocket {
             registry().remove_socket(socket.id);
         }
     }
+
+    /// A connection event: the socket leaves when its connection ends.
+    fn observe(&self, event: &ConnEvent) {
+        if let ConnEvent::End { .. } = event {
+            self.close();
+        }
+    }
+}
+
+/// How many layered services of a handler's layer are alive (see
+/// [`StatsHandler::service_created`]): the handler's entity closes when
+/// the last one goes.
+#[derive(Debug, Default)]
+struct LiveServices(AtomicUsize);
+
+impl LiveServices {
+    fn created(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a service gone; whether it was the last.
+    fn dropped_last(&self) -> bool {
+        self.0.fetch_sub(1, Ordering::AcqRel) == 1
+    }
 }
 
 impl Drop for ConnSocket {
@@ -105,8 +129,7 @@ impl RpcSocket {
 pub struct ServerHandler {
     entity: Arc<CallEntity>,
     local_certificate: Option<Arc<[u8]>>,
-    /// Layered services alive (see [`StatsHandler::service_created`]).
-    services: AtomicUsize,
+    services: LiveServices,
 }
 
 impl ServerHandler {
@@ -120,7 +143,7 @@ impl ServerHandler {
         Self {
             entity: registry().add_server(name.into()),
             local_certificate: None,
-            services: AtomicUsize::new(0),
+            services: LiveServices::default(),
         }
     }
 
@@ -247,17 +270,15 @@ impl StatsHandler for ServerHandler {
     }
 
     fn handle_conn(&self, conn: &ConnSocket, event: &ConnEvent) {
-        if let ConnEvent::End { .. } = event {
-            conn.close();
-        }
+        conn.observe(event);
     }
 
     fn service_created(&self) {
-        self.services.fetch_add(1, Ordering::Relaxed);
+        self.services.created();
     }
 
     fn service_dropped(&self) {
-        if self.services.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.services.dropped_last() {
             registry().close_server(self.entity.id);
         }
     }
@@ -297,8 +318,7 @@ impl StatsHandler for ServerHandler {
 pub struct ChannelHandler {
     channel: Arc<CallEntity>,
     subchannel: Arc<CallEntity>,
-    /// Layered services alive (see [`StatsHandler::service_created`]).
-    services: AtomicUsize,
+    services: LiveServices,
 }
 
 impl ChannelHandler {
@@ -309,7 +329,7 @@ impl ChannelHandler {
         Self {
             channel,
             subchannel,
-            services: AtomicUsize::new(0),
+            services: LiveServices::default(),
         }
     }
 
@@ -365,17 +385,15 @@ impl StatsHandler for ChannelHandler {
     }
 
     fn handle_conn(&self, conn: &ConnSocket, event: &ConnEvent) {
-        if let ConnEvent::End { .. } = event {
-            conn.close();
-        }
+        conn.observe(event);
     }
 
     fn service_created(&self) {
-        self.services.fetch_add(1, Ordering::Relaxed);
+        self.services.created();
     }
 
     fn service_dropped(&self) {
-        if self.services.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.services.dropped_last() {
             registry().close_channel(self.channel.id);
         }
     }

@@ -249,3 +249,34 @@ pub async fn open_linked_connection<H: StatsHandler>(
     let (io, accepted) = tokio::join!(connector.call(uri.parse().expect("uri")), listener.accept());
     (io.expect("connect"), accepted.expect("accept").0)
 }
+
+/// An echo client over loopback with the connection linked on both sides:
+/// a server with `server`'s layer serving from the layer's incoming stream,
+/// a channel made by `client`'s layer's connector (so each side's handlers
+/// see their connection's state in every RPC).
+pub async fn linked_loopback_client<S: StatsHandler, C: StatsHandler>(
+    server: S,
+    client: C,
+) -> super::support::EchoClient<tonic_hotpath::stats::ClientStats<tonic::transport::Channel, C>> {
+    let server_layer = tonic_hotpath::stats::CombinedLayer::server().with(server);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(server_layer.clone())
+            .add_service(super::support::EchoServer::new(super::support::EchoService))
+            .serve_with_incoming(server_layer.incoming_tcp(listener)),
+    );
+    let client_layer = tonic_hotpath::stats::CombinedLayer::client().with(client);
+    let channel = super::support::endpoint(addr)
+        .connect_with_connector(client_layer.connector())
+        .await
+        .expect("connect");
+    super::support::EchoClient::new(
+        tower::ServiceBuilder::new()
+            .layer(client_layer)
+            .service(channel),
+    )
+}
