@@ -71,9 +71,12 @@
 //! # Cost
 //!
 //! Creating and removing entities (a connection opening or closing) takes
-//! the registry's lock; an RPC takes none. A server's or channel's call
+//! the registry's lock; an RPC never does. A server's or channel's call
 //! counters are kept per thread slot on separate cache lines; a socket's
-//! are its own atomics, shared only by the RPCs of that connection.
+//! are its own atomics, shared only by the RPCs of that connection. Like
+//! any handler with connection state, [`ServerHandler`] has the server
+//! layer find each RPC's connection in its table of open connections (a
+//! read lock on one of its shards, chosen by the connection).
 
 mod admin;
 mod calls;
