@@ -75,8 +75,8 @@
 //! counters are kept per thread slot on separate cache lines; a socket's
 //! are its own atomics, shared only by the RPCs of that connection. Like
 //! any handler with connection state, [`ServerHandler`] has the server
-//! layer find each RPC's connection in its table of open connections (a
-//! read lock on one of its shards, chosen by the connection).
+//! layer find each RPC's connection in its table of open connections, a
+//! concurrent map whose reads take no lock.
 
 mod admin;
 mod calls;

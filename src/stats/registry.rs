@@ -13,16 +13,14 @@
 //! - Unix sockets: the identity of the `UdsConnectInfo`'s peer address,
 //!   which tonic reads once per connection and clones into each request.
 //!
-//! Connections come and go rarely and RPCs look up often: the map is split
-//! into shards (by key), each behind its own read-write lock, so RPCs of
-//! different connections rarely touch the same lock. Only layers whose
+//! Connections come and go rarely and RPCs look up often: the map is a
+//! concurrent hash map whose reads take no lock and write nothing shared
+//! (`papaya`), so RPCs on different cores never contend on the lookup. Only layers whose
 //! handlers keep connection state ([`needs_conn_state`]) register or look
 //! up anything.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::Hash;
 use std::net::SocketAddr;
-use std::sync::{PoisonError, RwLock};
 
 use http::Extensions;
 use tonic::transport::server::TcpConnectInfo;
@@ -30,8 +28,6 @@ use tonic::transport::server::TcpConnectInfo;
 use super::StatsHandler;
 use super::conn::ConnTag;
 
-/// How many shards the map is split into.
-const SHARDS: usize = 16;
 
 /// What identifies an open connection from its `ConnectInfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,56 +92,35 @@ pub(crate) const fn needs_conn_state<H: StatsHandler>() -> bool {
 
 /// The open connections of one server layer, by key.
 pub(crate) struct ConnRegistry<H: StatsHandler> {
-    hasher: RandomState,
-    shards: [RwLock<HashMap<ConnKey, ConnTag<H>>>; SHARDS],
+    map: papaya::HashMap<ConnKey, ConnTag<H>>,
 }
 
 impl<H: StatsHandler> ConnRegistry<H> {
     pub(crate) fn new() -> Self {
         Self {
-            hasher: RandomState::new(),
-            shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            map: papaya::HashMap::builder()
+                .resize_mode(papaya::ResizeMode::Blocking)
+                .build(),
         }
     }
 
-    fn shard(&self, key: &ConnKey) -> &RwLock<HashMap<ConnKey, ConnTag<H>>> {
-        // The low bits of a SipHash are as good as any.
-        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
-    }
-
-    /// Registers `tag` under `key` (again, if it already is).
+    /// Registers `tag` under `key` (again, if it already is: the stale
+    /// entry of a closed connection is replaced).
     pub(crate) fn insert(&self, key: ConnKey, tag: &ConnTag<H>) {
-        let replaced = self
-            .shard(&key)
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, tag.clone());
-        // A stale entry of a closed connection is released outside the lock.
-        drop(replaced);
+        self.map.pin().insert(key, tag.clone());
     }
 
     /// Unregisters `key` if it still names `tag`'s connection.
     pub(crate) fn remove(&self, key: &ConnKey, tag: &ConnTag<H>) {
-        let removed = {
-            let mut shard = self
-                .shard(key)
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            match shard.get(key) {
-                Some(present) if present.same_conn(tag) => shard.remove(key),
-                _ => None,
-            }
-        };
-        drop(removed);
+        let _ = self
+            .map
+            .pin()
+            .remove_if(key, |_, present| present.same_conn(tag));
     }
 
     /// The connection registered under `key`.
     pub(crate) fn get(&self, key: &ConnKey) -> Option<ConnTag<H>> {
-        self.shard(key)
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned()
+        self.map.pin().get(key).cloned()
     }
 }
 
