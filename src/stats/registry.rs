@@ -28,7 +28,6 @@ use tonic::transport::server::TcpConnectInfo;
 use super::StatsHandler;
 use super::conn::ConnTag;
 
-
 /// What identifies an open connection from its `ConnectInfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum ConnKey {
