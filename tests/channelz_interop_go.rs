@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::channelz_support::*;
 use serde_json::Value;
 use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
@@ -38,6 +37,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::channelz::ServerHandler;
 
 use channelz_interop::*;
+use channelz_support::*;
 
 #[tokio::test]
 async fn grpc_go_channelz_client_reads_a_rust_servers_and_channels_counts() {
