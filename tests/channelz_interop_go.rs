@@ -22,6 +22,7 @@
 
 mod channelz_interop;
 mod channelz_support;
+mod go_interop;
 mod stacks;
 mod support;
 

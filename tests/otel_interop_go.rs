@@ -9,9 +9,11 @@
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
 //! the first build); without `go` the test prints why and passes.
 
-use std::path::{Path, PathBuf};
+mod go_interop;
+
+use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer, TracerProvider};
@@ -92,37 +94,6 @@ fn hex_trace(id: TraceId) -> String {
 
 fn hex_span(id: SpanId) -> String {
     format!("{id}")
-}
-
-/// Builds the Go program, or `None` (with a message) without `go`.
-fn build_go_program() -> Option<PathBuf> {
-    if std::process::Command::new("go")
-        .arg("version")
-        .output()
-        .is_err()
-    {
-        println!("skipping the grpc-go interop test: `go` is not on PATH");
-        return None;
-    }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/otel-go");
-    let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otel-go");
-    let started = Instant::now();
-    let output = std::process::Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .expect("run go build");
-    assert!(
-        output.status.success(),
-        "go build in {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("go build took {:?}", started.elapsed());
-    Some(binary)
 }
 
 fn provider() -> (SdkTracerProvider, InMemorySpanExporter) {
@@ -286,7 +257,10 @@ async fn support_wait(done: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otel_traces_cross_into_and_out_of_grpc_go() {
-    let Some(binary) = tokio::task::spawn_blocking(build_go_program).await.unwrap() else {
+    let Some(binary) = tokio::task::spawn_blocking(|| go_interop::go_program("otel-go"))
+        .await
+        .unwrap()
+    else {
         return;
     };
     for propagator in PROPAGATORS {

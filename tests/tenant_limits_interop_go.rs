@@ -8,41 +8,11 @@
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
 //! the first build); without `go` the test prints why and passes.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+mod go_interop;
+
+use std::path::Path;
 
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
-
-/// Builds the Go program; `None` (the test is skipped) without `go`.
-fn build_go_program() -> Option<PathBuf> {
-    if std::process::Command::new("go")
-        .arg("version")
-        .output()
-        .is_err()
-    {
-        println!("skipping the grpc-go interop test: `go` is not on PATH");
-        return None;
-    }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/tenant-go");
-    let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tenant-go");
-    let started = Instant::now();
-    let output = std::process::Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .expect("run go build");
-    assert!(
-        output.status.success(),
-        "go build in {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("go build took {:?}", started.elapsed());
-    Some(binary)
-}
 
 /// One call as the Go client saw it: (code, message).
 fn calls(stdout: &str) -> Vec<(String, String)> {
@@ -89,7 +59,7 @@ async fn go_client(binary: &Path, addr: std::net::SocketAddr, org: &str, calls: 
 
 #[tokio::test]
 async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
-    let Some(binary) = build_go_program() else {
+    let Some(binary) = go_interop::go_program("tenant-go") else {
         return;
     };
     // A burst of 3, then one call every 1 000 s: exactly 3 pass.

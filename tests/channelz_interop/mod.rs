@@ -29,57 +29,17 @@ use tonic_hotpath::channelz::{ChannelHandler, ListenSocket, ServerHandler, proto
 use tonic_hotpath::stats::{BoxError, ClientStats, CombinedLayer};
 use tower::ServiceExt;
 
+use crate::go_interop::{go_available, go_build, go_program};
 use crate::support::{EchoClient, EchoRequest, EchoServer};
 
 /// The tests take turns: each walks the whole registry (see the module
 /// docs).
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Whether `go` is on PATH; prints why the test is skipped when not.
-pub fn go_available() -> bool {
-    let found = std::process::Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok();
-    if !found {
-        println!("skipping the grpc-go channelz interop test: `go` is not on PATH");
-    }
-    found
-}
-
-/// `go build -o <this test binary's temp dir>/<name> <args>` in
-/// `interop/<dir>`, in module mode (`GOFLAGS=-mod=mod`, as the READMEs
-/// build them).
-pub fn go_build(dir: &str, name: &str, args: &[&str]) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("interop")
-        .join(dir);
-    let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let started = Instant::now();
-    let output = std::process::Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .args(args)
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .expect("run go build");
-    assert!(
-        output.status.success(),
-        "go build in {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("go build of {name} took {:?}", started.elapsed());
-    binary
-}
-
 /// The `channelz-go` program, built once; `None` without `go`.
 pub fn channelz_go() -> Option<&'static Path> {
     static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BINARY
-        .get_or_init(|| go_available().then(|| go_build("channelz-go", "channelz-go", &["."])))
-        .as_deref()
+    BINARY.get_or_init(|| go_program("channelz-go")).as_deref()
 }
 
 /// grpcurl v1.9.4 (`interop/grpcurl` pins it), built once; `None` without
@@ -88,7 +48,7 @@ pub fn grpcurl() -> Option<&'static Path> {
     static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
     BINARY
         .get_or_init(|| {
-            go_available().then(|| {
+            go_available("the grpcurl interop test").then(|| {
                 go_build(
                     "grpcurl",
                     "grpcurl",

@@ -1,0 +1,54 @@
+//! Building the Go peers kept in `interop/` for the interop tests: each
+//! test skips (with a message) when `go` is not on PATH, and builds its
+//! program in module mode into its test binary's temp dir.
+//!
+//! Include with `mod go_interop;`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Whether `go` is on PATH; prints that `test` is skipped when not.
+pub fn go_available(test: &str) -> bool {
+    let found = std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok();
+    if !found {
+        println!("skipping {test}: `go` is not on PATH");
+    }
+    found
+}
+
+/// `go build -o <this test binary's temp dir>/<name> <args>` in
+/// `interop/<dir>`, in module mode (`GOFLAGS=-mod=mod`, as the READMEs
+/// build them); panics with go's output if the build fails.
+pub fn go_build(dir: &str, name: &str, args: &[&str]) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("interop")
+        .join(dir);
+    let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let started = Instant::now();
+    let output = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .args(args)
+        .current_dir(&source)
+        .env("GOFLAGS", "-mod=mod")
+        .output()
+        .expect("run go build");
+    assert!(
+        output.status.success(),
+        "go build in {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("go build of {name} took {:?}", started.elapsed());
+    binary
+}
+
+/// The main package of `interop/<dir>`, built as `<dir>`; `None` (the test
+/// is skipped) without `go`.
+pub fn go_program(dir: &str) -> Option<PathBuf> {
+    go_available(&format!("the {dir} interop test")).then(|| go_build(dir, dir, &["."]))
+}
