@@ -42,9 +42,7 @@ pin_project! {
     #[derive(Debug)]
     enum Kind<B> {
         Inner { #[pin] body: B },
-        /// A refusal: its text until sent, then (or for a gRPC refusal)
-        /// nothing.
-        Refused { text: Option<Bytes> },
+        Refused { text: RefusalText },
     }
 }
 
@@ -52,7 +50,9 @@ impl<B> Default for RequireOrgIdBody<B> {
     /// The body of a gRPC refusal: empty.
     fn default() -> Self {
         Self {
-            kind: Kind::Refused { text: None },
+            kind: Kind::Refused {
+                text: RefusalText::default(),
+            },
         }
     }
 }
@@ -68,7 +68,9 @@ impl<B> RequireOrgIdBody<B> {
     /// The body of a plain HTTP refusal: `text`, in one frame.
     pub(crate) fn refusal_text(text: Bytes) -> Self {
         Self {
-            kind: Kind::Refused { text: Some(text) },
+            kind: Kind::Refused {
+                text: RefusalText(Some(text)),
+            },
         }
     }
 
@@ -96,9 +98,7 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
-            KindProj::Refused { text } => {
-                Poll::Ready(text.take().map(|text| Ok(Frame::data(text.into()))))
-            }
+            KindProj::Refused { text } => text.poll_frame(),
         }
     }
 
@@ -106,7 +106,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
-            Kind::Refused { text } => text.is_none(),
+            Kind::Refused { text } => text.is_end_stream(),
         }
     }
 
@@ -114,10 +114,30 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body } => body.size_hint(),
-            Kind::Refused { text } => {
-                SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
-            }
+            Kind::Refused { text } => text.size_hint(),
         }
+    }
+}
+
+/// The body of a tenant layer's refusal: its text until sent, then (or
+/// for a gRPC refusal, whose status is in the headers) nothing.
+#[derive(Debug, Default)]
+pub(crate) struct RefusalText(pub(crate) Option<Bytes>);
+
+impl RefusalText {
+    #[inline]
+    pub(crate) fn poll_frame<D: From<Bytes>, E>(&mut self) -> Poll<Option<Result<Frame<D>, E>>> {
+        Poll::Ready(self.0.take().map(|text| Ok(Frame::data(text.into()))))
+    }
+
+    #[inline]
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    #[inline]
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.0.as_ref().map_or(0, |text| text.len() as u64))
     }
 }
 

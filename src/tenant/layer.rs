@@ -259,7 +259,7 @@ pin_project! {
     #[derive(Debug)]
     pub struct RequireOrgIdFuture<F> {
         #[pin]
-        kind: InnerOrRejected<F, Refusal>,
+        kind: InnerOrRejected<F, Refusal<OrgIdError>>,
     }
 }
 

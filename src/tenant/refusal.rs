@@ -1,7 +1,12 @@
-//! How [`RequireOrgId`](super::RequireOrgId) answers a request it refuses:
-//! a gRPC status to gRPC and grpc-web callers, a plain HTTP error to
-//! anything else (axum routes served beside gRPC), as dskit's HTTP
-//! middleware `AuthenticateUser` does.
+//! How the tenant layers answer a request they refuse
+//! ([`RequireOrgId`](super::RequireOrgId): no valid org id;
+//! [`TenantLimit`](super::limits::TenantLimit): over a limit): a gRPC
+//! status to gRPC and grpc-web callers, a plain HTTP error with the
+//! refusal's text to anything else (axum routes served beside gRPC), as
+//! dskit's HTTP middleware `AuthenticateUser` and Cortex's HTTP push path
+//! do.
+
+use std::fmt;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
@@ -11,20 +16,44 @@ use tonic::Status;
 use super::body::RequireOrgIdBody;
 use super::error::OrgIdError;
 
-/// A refused request's error and the protocol to answer it in.
-#[derive(Debug)]
-pub(crate) enum Refusal {
-    /// A gRPC or grpc-web call: a trailers-only status.
-    Grpc(OrgIdError),
-    /// Any other request: `401 Unauthorized` with the error's text.
-    PlainHttp(OrgIdError),
+/// Why a tenant layer refused a request.
+pub(crate) trait RefusalError: fmt::Display + Into<Status> {
+    /// The status of the plain HTTP answer.
+    const HTTP_STATUS: StatusCode;
 }
 
-impl Refusal {
+impl RefusalError for OrgIdError {
+    /// dskit's `http.Error(w, err.Error(), 401)`.
+    const HTTP_STATUS: StatusCode = StatusCode::UNAUTHORIZED;
+}
+
+/// A tenant layer's response body: empty for a gRPC refusal (its
+/// `Default`), the refusal's text for a plain HTTP one.
+pub(crate) trait RefusalBody: Default {
+    /// The body of a plain HTTP refusal: `text`, in one frame.
+    fn refusal_text(text: Bytes) -> Self;
+}
+
+impl<B> RefusalBody for RequireOrgIdBody<B> {
+    fn refusal_text(text: Bytes) -> Self {
+        RequireOrgIdBody::refusal_text(text)
+    }
+}
+
+/// A refused request's error and the protocol to answer it in.
+#[derive(Debug)]
+pub(crate) enum Refusal<E> {
+    /// A gRPC or grpc-web call: a trailers-only status.
+    Grpc(E),
+    /// Any other request: `E::HTTP_STATUS` with the error's text.
+    PlainHttp(E),
+}
+
+impl<E: RefusalError> Refusal<E> {
     /// The refusal of a request with `headers` for `error`. Called only on
     /// the refusal path, so the content type is read only then.
     #[cold]
-    pub(crate) fn of(headers: &HeaderMap, error: OrgIdError) -> Self {
+    pub(crate) fn of(headers: &HeaderMap, error: E) -> Self {
         if is_grpc(headers) {
             Self::Grpc(error)
         } else {
@@ -34,11 +63,11 @@ impl Refusal {
 
     /// The response answering the refusal (`status` when the future was
     /// polled after answering it).
-    pub(crate) fn into_response<B>(
+    pub(crate) fn into_response<Body: RefusalBody>(
         refusal: Result<Self, Status>,
-    ) -> http::Response<RequireOrgIdBody<B>> {
+    ) -> http::Response<Body> {
         match refusal {
-            Ok(Self::Grpc(error)) => Status::from(error).into_http(),
+            Ok(Self::Grpc(error)) => error.into().into_http(),
             Ok(Self::PlainHttp(error)) => plain_http(&error),
             Err(status) => status.into_http(),
         }
@@ -69,13 +98,13 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
         }
 }
 
-/// A plain HTTP refusal, as Go's `http.Error(w, err.Error(), 401)` in
-/// dskit's `AuthenticateUser`: `401 Unauthorized`, the error's text and a
-/// newline as a `text/plain` body, `X-Content-Type-Options: nosniff`.
-fn plain_http<B>(error: &OrgIdError) -> http::Response<RequireOrgIdBody<B>> {
+/// A plain HTTP refusal, as Go's `http.Error(w, err.Error(), status)`:
+/// `E::HTTP_STATUS`, the error's text and a newline as a `text/plain`
+/// body, `X-Content-Type-Options: nosniff`.
+fn plain_http<E: RefusalError, Body: RefusalBody>(error: &E) -> http::Response<Body> {
     let text = format!("{error}\n");
-    let mut response = http::Response::new(RequireOrgIdBody::refusal_text(Bytes::from(text)));
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    let mut response = http::Response::new(Body::refusal_text(Bytes::from(text)));
+    *response.status_mut() = E::HTTP_STATUS;
     let headers = response.headers_mut();
     headers.insert(
         CONTENT_TYPE,
@@ -130,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_plain_http_refusal_is_401_with_the_error_text() {
-        let response = Refusal::into_response::<String>(Ok(Refusal::of(
+        let response = Refusal::into_response::<RequireOrgIdBody<String>>(Ok(Refusal::of(
             &HeaderMap::new(),
             OrgIdError::Missing,
         )));
@@ -142,7 +171,7 @@ mod tests {
         assert_eq!(response.headers()[X_CONTENT_TYPE_OPTIONS], "nosniff");
         assert!(response.headers().get("grpc-status").is_none());
 
-        let grpc = Refusal::into_response::<String>(Ok(Refusal::of(
+        let grpc = Refusal::into_response::<RequireOrgIdBody<String>>(Ok(Refusal::of(
             &with_content_type("application/grpc-web+proto"),
             OrgIdError::Missing,
         )));

@@ -9,6 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::state::Slot;
+use crate::tenant::body::RefusalText;
 
 pin_project! {
     /// The response body of [`TenantLimit`](super::TenantLimit): the inner
@@ -43,9 +44,7 @@ pin_project! {
     #[derive(Debug)]
     enum Kind<B> {
         Inner { #[pin] body: B, slot: Option<Slot> },
-        /// A refusal: its text until sent, then (or for a gRPC refusal)
-        /// nothing.
-        Refused { text: Option<Bytes> },
+        Refused { text: RefusalText },
     }
 }
 
@@ -53,7 +52,9 @@ impl<B> Default for TenantLimitBody<B> {
     /// The body of a gRPC refusal: empty.
     fn default() -> Self {
         Self {
-            kind: Kind::Refused { text: None },
+            kind: Kind::Refused {
+                text: RefusalText::default(),
+            },
         }
     }
 }
@@ -76,7 +77,9 @@ impl<B> TenantLimitBody<B> {
     /// The body of a plain HTTP refusal: `text`, in one frame.
     pub(crate) fn refusal_text(text: Bytes) -> Self {
         Self {
-            kind: Kind::Refused { text: Some(text) },
+            kind: Kind::Refused {
+                text: RefusalText(Some(text)),
+            },
         }
     }
 
@@ -113,9 +116,7 @@ where
                 }
                 polled
             }
-            KindProj::Refused { text } => {
-                Poll::Ready(text.take().map(|text| Ok(Frame::data(text.into()))))
-            }
+            KindProj::Refused { text } => text.poll_frame(),
         }
     }
 
@@ -123,7 +124,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body, .. } => body.is_end_stream(),
-            Kind::Refused { text } => text.is_none(),
+            Kind::Refused { text } => text.is_end_stream(),
         }
     }
 
@@ -131,9 +132,7 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body, .. } => body.size_hint(),
-            Kind::Refused { text } => {
-                SizeHint::with_exact(text.as_ref().map_or(0, |text| text.len() as u64))
-            }
+            Kind::Refused { text } => text.size_hint(),
         }
     }
 }

@@ -4,14 +4,13 @@
 use std::fmt;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::StatusCode;
 use tonic::Status;
 
 use super::body::TenantLimitBody;
 use super::config::Rate;
 use crate::tenant::OrgId;
-use crate::tenant::refusal::is_grpc;
+use crate::tenant::refusal::{RefusalBody, RefusalError};
 
 /// Why [`TenantLimitLayer`](super::TenantLimitLayer) refused a call: the
 /// tenant and the limit it was over (the limit in force on this replica:
@@ -112,58 +111,27 @@ impl From<LimitExceeded> for Status {
     }
 }
 
-/// A refused call and the protocol to answer it in.
-#[derive(Debug)]
-pub(crate) enum Refusal {
-    /// A gRPC or grpc-web call: a trailers-only `RESOURCE_EXHAUSTED`.
-    Grpc(LimitExceeded),
-    /// Any other request: `429 Too Many Requests` with the text.
-    PlainHttp(LimitExceeded),
+impl RefusalError for LimitExceeded {
+    /// `429 Too Many Requests`, as Cortex's HTTP push path answers a
+    /// rate-limited tenant.
+    const HTTP_STATUS: StatusCode = StatusCode::TOO_MANY_REQUESTS;
 }
 
-impl Refusal {
-    /// The refusal of a request with `headers` (read only now, on the
-    /// refusal path).
-    #[cold]
-    pub(crate) fn of(headers: &HeaderMap, refused: LimitExceeded) -> Self {
-        if is_grpc(headers) {
-            Self::Grpc(refused)
-        } else {
-            Self::PlainHttp(refused)
-        }
-    }
-
-    /// The response answering the refusal (`status` when the future was
-    /// polled after answering it).
-    pub(crate) fn into_response<B>(
-        refusal: Result<Self, Status>,
-    ) -> http::Response<TenantLimitBody<B>> {
-        match refusal {
-            Ok(Self::Grpc(refused)) => Status::from(refused).into_http(),
-            Ok(Self::PlainHttp(refused)) => plain_http(&refused),
-            Err(status) => status.into_http(),
-        }
+impl<B> RefusalBody for TenantLimitBody<B> {
+    fn refusal_text(text: Bytes) -> Self {
+        TenantLimitBody::refusal_text(text)
     }
 }
 
-/// `429 Too Many Requests`, the refusal's text and a newline as a
-/// `text/plain` body (as Cortex's HTTP push path answers a rate-limited
-/// tenant), `X-Content-Type-Options: nosniff`.
-fn plain_http<B>(refused: &LimitExceeded) -> http::Response<TenantLimitBody<B>> {
-    let text = format!("{refused}\n");
-    let mut response = http::Response::new(TenantLimitBody::refusal_text(Bytes::from(text)));
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
-}
+/// A refused call and the protocol to answer it in: a trailers-only
+/// `RESOURCE_EXHAUSTED`, or `429` with the text to plain HTTP.
+pub(crate) type Refusal = crate::tenant::refusal::Refusal<LimitExceeded>;
 
 #[cfg(test)]
 mod tests {
+    use http::header::CONTENT_TYPE;
+    use http::{HeaderMap, HeaderValue};
+
     use super::*;
 
     fn refused(limit: ExceededLimit) -> LimitExceeded {
@@ -190,12 +158,17 @@ mod tests {
         let mut grpc = HeaderMap::new();
         grpc.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         let limit = ExceededLimit::InFlight { max: 1 };
-        let response = Refusal::into_response::<String>(Ok(Refusal::of(&grpc, refused(limit))));
+        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
+            &grpc,
+            refused(limit),
+        )));
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["grpc-status"], "8");
 
-        let response =
-            Refusal::into_response::<String>(Ok(Refusal::of(&HeaderMap::new(), refused(limit))));
+        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
+            &HeaderMap::new(),
+            refused(limit),
+        )));
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             response.headers()[CONTENT_TYPE],
