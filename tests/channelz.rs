@@ -16,13 +16,6 @@ use tonic::transport::Server;
 use tonic_hotpath::channelz::{ServerHandler, proto};
 
 use crate::stacks::tls::{TestCerts, tls_endpoint};
-use crate::support::EchoRequest;
-
-fn request(message: &str) -> EchoRequest {
-    EchoRequest {
-        message: message.to_owned(),
-    }
-}
 
 #[tokio::test]
 async fn counts_are_exact_after_a_mixed_workload() {

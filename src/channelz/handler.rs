@@ -30,8 +30,12 @@ impl ConnSocket {
         self.0.as_ref().map(|socket| socket.id)
     }
 
+    /// Takes the socket out of the registry, once: at the connection's
+    /// `End`, or when the state is dropped without one.
     fn close(&self) {
-        if let Some(socket) = &self.0 {
+        if let Some(socket) = &self.0
+            && socket.should_remove()
+        {
             registry().remove_socket(socket.id);
         }
     }
@@ -63,8 +67,7 @@ impl LiveServices {
 
 impl Drop for ConnSocket {
     fn drop(&mut self) {
-        // Normally done at the connection's `End` already; removing twice
-        // is a no-op.
+        // Normally done at the connection's `End` already.
         self.close();
     }
 }

@@ -38,6 +38,8 @@ pub(crate) struct SocketEntity {
     /// its first RPC).
     tls_checked: AtomicBool,
     tls: OnceLock<TlsDetails>,
+    /// Whether the socket has left the registry (its connection closed).
+    removed: AtomicBool,
 }
 
 /// Which side opened a stream: the peer (server sockets) or this side.
@@ -64,6 +66,7 @@ impl SocketEntity {
             last_message_received: AtomicI64::new(0),
             tls_checked: AtomicBool::new(false),
             tls: OnceLock::new(),
+            removed: AtomicBool::new(false),
         }
     }
 
@@ -107,6 +110,11 @@ impl SocketEntity {
     #[inline]
     pub(crate) fn should_check_tls(&self) -> bool {
         !self.tls_checked.load(Ordering::Relaxed) && !self.tls_checked.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the socket still has to leave the registry; true once only.
+    pub(crate) fn should_remove(&self) -> bool {
+        !self.removed.swap(true, Ordering::Relaxed)
     }
 
     pub(crate) fn set_tls(&self, details: TlsDetails) {

@@ -185,12 +185,6 @@ impl RustChannel {
     }
 }
 
-pub fn request(message: &str) -> EchoRequest {
-    EchoRequest {
-        message: message.to_owned(),
-    }
-}
-
 /// `ok` OK unary calls, `failed` failed ones (`fail`: INVALID_ARGUMENT)
 /// and `streams` server-streaming calls of 3 messages.
 pub async fn workload(channel: &RustChannel, ok: usize, failed: usize, streams: usize) {

@@ -71,6 +71,13 @@ impl Echo for ScriptedEcho {
     }
 }
 
+/// An echo request carrying `message` (see [`ScriptedEcho`]).
+pub fn request(message: &str) -> EchoRequest {
+    EchoRequest {
+        message: message.to_owned(),
+    }
+}
+
 /// A server under test: its address, channelz id and task.
 pub struct TestServer {
     pub addr: SocketAddr,
