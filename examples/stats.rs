@@ -90,8 +90,10 @@ impl StatsHandler for Logger {
 
     fn handle_rpc(&self, rpc: &mut String, event: &RpcEvent<'_>) {
         match event {
-            RpcEvent::InPayload(p) => println!("  [{rpc}] InPayload {} bytes", p.length),
-            RpcEvent::OutPayload(p) => println!("  [{rpc}] OutPayload {} bytes", p.length),
+            RpcEvent::InPayload(p) => println!("  [{rpc}] InPayload {} bytes", p.compressed_length),
+            RpcEvent::OutPayload(p) => {
+                println!("  [{rpc}] OutPayload {} bytes", p.compressed_length)
+            }
             RpcEvent::End(end) => println!(
                 "  [{rpc}] End {:?} {:?} after {:?}",
                 end.code,

@@ -80,10 +80,11 @@ impl StatsHandler for Recorder {
             RpcEvent::InHeader(_) => Ev::InHeader,
             RpcEvent::OutHeader(_) => Ev::OutHeader,
             RpcEvent::InPayload(p) => {
-                assert_eq!(p.wire_length, u64::from(p.length) + 5);
-                Ev::InPayload(p.length)
+                let length = p.length.expect("sent uncompressed");
+                assert_eq!(p.wire_length, u64::from(length) + 5);
+                Ev::InPayload(length)
             }
-            RpcEvent::OutPayload(p) => Ev::OutPayload(p.length),
+            RpcEvent::OutPayload(p) => Ev::OutPayload(p.length.expect("sent uncompressed")),
             RpcEvent::InTrailer(_) => Ev::InTrailer,
             RpcEvent::OutTrailer(_) => Ev::OutTrailer,
             RpcEvent::End(end) => {

@@ -23,7 +23,9 @@ use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Server;
 use tonic_hotpath::stats::compression::Encoding;
-use tonic_hotpath::stats::{CombinedLayer, CompressionError, Direction, Payload, RpcError};
+use tonic_hotpath::stats::{
+    CombinedLayer, CompressionError, Direction, Payload, RpcError, StatsHandler,
+};
 use tower::ServiceBuilder;
 
 /// The crate's name for tonic's encoding.
@@ -107,7 +109,10 @@ async fn compressed_messages_report_both_lengths_on_both_sides() {
             .map(|&size| compressed_payload(encoding, &message_of_size(size)))
             .collect();
         for payload in &expected {
-            assert!(payload.compressed_length < payload.length, "{payload:?}");
+            assert!(
+                Some(payload.compressed_length) < payload.length,
+                "{payload:?}"
+            );
         }
         let in_then_out = |log: &EventLog, inbound_first: bool| -> Vec<Payload> {
             let payloads = log.payloads();
@@ -257,4 +262,122 @@ async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
     assert_eq!(code, Code::Internal);
     assert!(is_corrupt(&error), "{error:?}");
     assert!(log.payloads().iter().all(|(inbound, _)| !inbound));
+}
+
+/// An [`EventLog`] behind a handler that does not ask for uncompressed
+/// sizes (`UNCOMPRESSED_SIZES` left `false`): what a layer of A66 metrics
+/// or channelz handlers does with compressed messages.
+#[derive(Debug, Default, Clone)]
+struct Unasked(Arc<EventLog>);
+
+impl StatsHandler for Unasked {
+    type RpcState = u64;
+    type ConnState = u64;
+
+    fn tag_rpc(&self, info: &tonic_hotpath::stats::RpcInfo<'_>, conn: Option<&u64>) -> u64 {
+        self.0.tag_rpc(info, conn)
+    }
+
+    fn handle_rpc(&self, id: &mut u64, event: &tonic_hotpath::stats::RpcEvent<'_>) {
+        self.0.handle_rpc(id, event);
+    }
+}
+
+/// No handler asks for uncompressed sizes: the layer decompresses nothing
+/// it sends, nor what the server receives. Those payloads carry the exact
+/// compressed length and no uncompressed one; the client still judges the
+/// responses it receives (their status is its decoder's verdict), so
+/// theirs are measured.
+#[tokio::test]
+async fn unasked_compressed_messages_carry_exact_compressed_lengths_only() {
+    for encoding in ENCODINGS {
+        let server_log = Unasked::default();
+        let (addr, incoming) = support::bind().await;
+        let server = CombinedLayer::server().with(server_log.clone());
+        stacks::serve(
+            Server::builder(),
+            server.clone(),
+            compressing_routes(EchoService),
+            server.incoming(incoming),
+        );
+        let client_log = Unasked::default();
+        let layered = ServiceBuilder::new()
+            .layer(CombinedLayer::client().with(client_log.clone()))
+            .service(support::connect(addr).await);
+        let mut client = compressing_client(layered, encoding);
+        let message = message_of_size(64 * 1024);
+        client
+            .unary_echo(EchoRequest {
+                message: message.clone(),
+            })
+            .await
+            .unwrap();
+        server_log.0.wait_for_ends(1).await;
+        client_log.0.wait_for_ends(1).await;
+        let measured = compressed_payload(encoding, &message);
+        let unmeasured = Payload::compressed_unmeasured(measured.compressed_length);
+        let payloads = |log: &Unasked| -> Vec<(bool, Payload)> { log.0.payloads() };
+        assert_eq!(
+            payloads(&server_log),
+            [(true, unmeasured), (false, unmeasured)],
+            "{encoding:?} server"
+        );
+        assert_eq!(
+            payloads(&client_log),
+            [(false, unmeasured), (true, measured)],
+            "{encoding:?} client"
+        );
+    }
+}
+
+/// Unasked, the client still gives a response it cannot decompress the
+/// status tonic hands the caller (`Internal`), with the error.
+#[tokio::test]
+async fn unasked_a_response_that_does_not_decompress_still_ends_internal() {
+    let corrupt = stacks::frame(1, b"not gzip at all");
+    let reply = Reply::grpc_ok(vec![corrupt]).header("grpc-encoding", "gzip");
+    let addr = h2_reply::serve(reply).await;
+    let log = Unasked::default();
+    let layered = ServiceBuilder::new()
+        .layer(CombinedLayer::client().with(log.clone()))
+        .service(support::connect(addr).await);
+    let mut client = support::EchoClient::new(layered).accept_compressed(CompressionEncoding::Gzip);
+    let caller = client.unary_echo(EchoRequest::default()).await.unwrap_err();
+    assert_eq!(caller.code(), Code::Internal, "{caller:?}");
+    let (code, _, error) = log.0.wait_for_ends(1).await.remove(0);
+    assert_eq!(code, Code::Internal);
+    assert!(is_corrupt(&error), "{error:?}");
+}
+
+/// Unasked, a server that receives a request it cannot decompress ends
+/// with what it answered (tonic's decoder refuses it: `Internal`); the
+/// message, not decompressed by the layer, is reported with its
+/// compressed length, and `End` carries no compression error.
+#[tokio::test]
+async fn unasked_a_request_that_does_not_decompress_ends_as_the_server_answered() {
+    let log = Unasked::default();
+    let (addr, incoming) = support::bind().await;
+    let server = CombinedLayer::server().with(log.clone());
+    stacks::serve(
+        Server::builder(),
+        server,
+        compressing_routes(EchoService),
+        incoming,
+    );
+    let mut request = stacks::junk::grpc_request(stacks::UNARY_PATH, "application/grpc");
+    request
+        .headers_mut()
+        .insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
+    let not_gzip = b"not gzip at all";
+    let reply = stacks::junk::h2_send(addr, request, stacks::frame(1, not_gzip)).await;
+    assert_eq!(
+        reply.grpc_status(),
+        Some(Code::Internal as i32),
+        "{reply:?}"
+    );
+    let (code, _, error) = log.0.wait_for_ends(1).await.remove(0);
+    assert_eq!(code, Code::Internal);
+    assert_eq!(error, None);
+    let received = Payload::compressed_unmeasured(not_gzip.len() as u32);
+    assert_eq!(log.0.payloads(), [(true, received)]);
 }

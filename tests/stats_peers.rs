@@ -47,7 +47,9 @@ impl StatsHandler for Log {
 
     fn handle_rpc(&self, id: &mut u64, event: &RpcEvent<'_>) {
         let ev = match event {
-            RpcEvent::InPayload(payload) => Ev::InPayload(payload.length),
+            RpcEvent::InPayload(payload) => {
+                Ev::InPayload(payload.length.expect("sent uncompressed"))
+            }
             RpcEvent::End(end) => Ev::End(end.code, end.error.cloned()),
             _ => return,
         };

@@ -43,7 +43,7 @@ impl StatsHandler for Tallies {
     fn handle_rpc(&self, tally: &mut Tally, event: &RpcEvent<'_>) {
         tally.events += 1;
         if let RpcEvent::InPayload(payload) | RpcEvent::OutPayload(payload) = event {
-            tally.bytes.push(payload.length);
+            tally.bytes.push(payload.length.expect("sent uncompressed"));
         }
         if let RpcEvent::End(end) = event {
             assert_eq!(end.code, Code::Ok);

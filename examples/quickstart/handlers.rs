@@ -98,11 +98,11 @@ impl StatsHandler for Metrics {
         match event {
             RpcEvent::InPayload(payload) => {
                 rpc.messages_in += 1;
-                rpc.bytes_in += u64::from(payload.length);
+                rpc.bytes_in += u64::from(payload.compressed_length);
             }
             RpcEvent::OutPayload(payload) => {
                 rpc.messages_out += 1;
-                rpc.bytes_out += u64::from(payload.length);
+                rpc.bytes_out += u64::from(payload.compressed_length);
             }
             RpcEvent::End(end) => {
                 let mut methods = lock(&self.methods);
@@ -167,8 +167,14 @@ fn describe(event: &RpcEvent<'_>) -> (&'static str, String) {
             "OutHeader",
             format!("OutHeader ({} headers)", headers.len()),
         ),
-        RpcEvent::InPayload(p) => ("InPayload", format!("InPayload {} bytes", p.length)),
-        RpcEvent::OutPayload(p) => ("OutPayload", format!("OutPayload {} bytes", p.length)),
+        RpcEvent::InPayload(p) => (
+            "InPayload",
+            format!("InPayload {} bytes", p.compressed_length),
+        ),
+        RpcEvent::OutPayload(p) => (
+            "OutPayload",
+            format!("OutPayload {} bytes", p.compressed_length),
+        ),
         RpcEvent::InTrailer(t) => ("InTrailer", format!("InTrailer ({} headers)", t.len())),
         RpcEvent::OutTrailer(t) => ("OutTrailer", format!("OutTrailer ({} headers)", t.len())),
         RpcEvent::End(end) => (

@@ -11,7 +11,7 @@ use tonic::Code;
 
 use super::StatsHandler;
 use super::context::RpcContext;
-use super::event::{Direction, Payload, RpcError};
+use super::event::{Direction, Payload, RpcError, Side};
 use super::frame::FrameDecoder;
 use super::messages::{BodyEncoding, BodyMessages};
 use super::pool::RecordRef;
@@ -69,6 +69,12 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// (`ends_rpc`) also completes the RPC. The message length limit
     /// applies to the messages this side receives only: tonic limits what
     /// it decodes (4 MiB by default), not what it sends.
+    ///
+    /// Compressed messages are decompressed when a handler asked for
+    /// their sizes, and on the client's response body, whose status is
+    /// tonic's decoder's verdict on them (on the server, a request the
+    /// service cannot decode ends with the status it answers, seen in its
+    /// trailers).
     pub(crate) fn new(
         inner: B,
         recorder: RecordRef<H>,
@@ -80,9 +86,11 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
             Direction::Inbound => recorder.max_message_len(),
             Direction::Outbound => u32::MAX,
         };
+        let judged_by_decoder = direction == Direction::Inbound && recorder.side() == Side::Client;
+        let decompress = H::UNCOMPRESSED_SIZES || judged_by_decoder;
         Self {
             inner,
-            messages: BodyMessages::new(limit, encoding),
+            messages: BodyMessages::new(limit, encoding, decompress),
             recorder: Some(recorder),
             direction,
             ends_rpc,

@@ -61,6 +61,7 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
     type RpcState = (A::RpcState, B::RpcState);
     type ConnState = (A::ConnState, B::ConnState);
     const PAYLOAD_TIMES: bool = A::PAYLOAD_TIMES || B::PAYLOAD_TIMES;
+    const UNCOMPRESSED_SIZES: bool = A::UNCOMPRESSED_SIZES || B::UNCOMPRESSED_SIZES;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (
@@ -124,6 +125,7 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
     type RpcState = H::RpcState;
     type ConnState = H::ConnState;
     const PAYLOAD_TIMES: bool = H::PAYLOAD_TIMES;
+    const UNCOMPRESSED_SIZES: bool = H::UNCOMPRESSED_SIZES;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (**self).tag_rpc(info, conn)

@@ -143,10 +143,14 @@ pub enum ConnEvent {
 #[non_exhaustive]
 pub struct Payload {
     /// The message's length, uncompressed (grpc-go `Length`), without
-    /// gRPC's 5-byte prefix. A compressed message (`grpc-encoding` `gzip`,
-    /// `deflate` or `zstd`) is decompressed by the layer to count it: see
-    /// the cost in the crate's BENCHMARKS.md.
-    pub length: u32,
+    /// gRPC's 5-byte prefix. Always `Some` for a message sent
+    /// uncompressed (it is then `compressed_length`). For a compressed
+    /// message (`grpc-encoding` `gzip`, `deflate` or `zstd`) it is known
+    /// only by decompressing it, which the layer does only when one of its
+    /// handlers asks
+    /// ([`StatsHandler::UNCOMPRESSED_SIZES`](super::StatsHandler::UNCOMPRESSED_SIZES),
+    /// and on the client for the messages it receives): otherwise `None`.
+    pub length: Option<u32>,
     /// The message's length as sent, without the 5-byte prefix (grpc-go
     /// `CompressedLength`): the compressed size for a compressed message,
     /// `length` otherwise.
@@ -171,23 +175,36 @@ impl Payload {
     /// use tonic_hotpath::stats::Payload;
     ///
     /// let payload = Payload::uncompressed(7);
-    /// assert_eq!((payload.length, payload.compressed_length, payload.wire_length), (7, 7, 12));
+    /// assert_eq!(
+    ///     (payload.length, payload.compressed_length, payload.wire_length),
+    ///     (Some(7), 7, 12)
+    /// );
     /// let gzipped = Payload::compressed(65_536, 261);
-    /// assert_eq!((gzipped.length, gzipped.wire_length), (65_536, 266));
+    /// assert_eq!((gzipped.length, gzipped.wire_length), (Some(65_536), 266));
+    /// let unmeasured = Payload::compressed_unmeasured(261);
+    /// assert_eq!((unmeasured.length, unmeasured.wire_length), (None, 266));
     /// ```
     #[must_use]
     pub fn uncompressed(length: u32) -> Self {
-        Self::new(length, length, false)
+        Self::new(Some(length), length, false)
     }
 
     /// A message of `length` bytes sent compressed into `compressed_length`
     /// bytes (see [`uncompressed`](Self::uncompressed)).
     #[must_use]
     pub fn compressed(length: u32, compressed_length: u32) -> Self {
-        Self::new(length, compressed_length, true)
+        Self::new(Some(length), compressed_length, true)
     }
 
-    pub(crate) fn new(length: u32, compressed_length: u32, compressed: bool) -> Self {
+    /// A message sent compressed into `compressed_length` bytes whose
+    /// uncompressed length was not measured (no handler asked for it; see
+    /// [`uncompressed`](Self::uncompressed)).
+    #[must_use]
+    pub fn compressed_unmeasured(compressed_length: u32) -> Self {
+        Self::new(None, compressed_length, true)
+    }
+
+    pub(crate) fn new(length: Option<u32>, compressed_length: u32, compressed: bool) -> Self {
         Self {
             length,
             compressed_length,

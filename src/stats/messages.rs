@@ -1,8 +1,8 @@
 //! The gRPC messages of one body: the framing ([`FrameDecoder`]) and, for
-//! a compressed message, its uncompressed length (decompressed by
-//! [`compression`](super::compression) as the receiver's decoder would),
-//! so each whole message becomes a [`Payload`] or the error the receiver
-//! reports for it.
+//! a compressed message when it is asked for, its uncompressed length
+//! (decompressed by [`compression`](super::compression) as the receiver's
+//! decoder would), so each whole message becomes a [`Payload`] or the
+//! error the receiver reports for it.
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -50,18 +50,27 @@ impl BodyEncoding {
 pub(crate) struct BodyMessages {
     decoder: FrameDecoder,
     encoding: BodyEncoding,
+    /// Whether compressed messages are decompressed (see
+    /// [`BodyMessages::new`]); if not, a compressed message's payload has
+    /// no uncompressed length and its bytes are not kept.
+    decompress: bool,
     /// The bytes of the compressed message in progress that arrived in
-    /// earlier chunks (shared slices of them, no copy).
+    /// earlier chunks (shared slices of them, no copy), when `decompress`.
     pieces: Vec<Bytes>,
 }
 
 impl BodyMessages {
     /// A body whose messages may be `limit` bytes long (on the wire and
-    /// decompressed), in `encoding`.
-    pub(crate) fn new(limit: u32, encoding: BodyEncoding) -> Self {
+    /// decompressed), in `encoding`. With `decompress`, each compressed
+    /// message is decompressed (without keeping the output) for its
+    /// uncompressed length and the receiver's verdict on it; without, its
+    /// payload carries no uncompressed length, and only what the headers
+    /// decide (an encoding missing or not supported) is judged.
+    pub(crate) fn new(limit: u32, encoding: BodyEncoding, decompress: bool) -> Self {
         Self {
             decoder: FrameDecoder::with_max_message_len(limit),
             encoding,
+            decompress,
             pieces: Vec::new(),
         }
     }
@@ -92,7 +101,7 @@ impl BodyMessages {
     pub(crate) fn skip_inside_message(&mut self, chunk: &Bytes) -> bool {
         match self.decoder.skip_inside_message(chunk.len()) {
             Some(header) => {
-                if header.compressed {
+                if header.compressed && self.decompress {
                     self.pieces.push(chunk.clone());
                 }
                 true
@@ -113,16 +122,18 @@ impl BodyMessages {
         let Self {
             decoder,
             encoding,
+            decompress,
             pieces,
         } = self;
+        let decompress = *decompress;
         decoder.push_with_bodies(chunk, |event| match event {
             FrameEvent::Body(header, range) => {
-                if header.compressed {
+                if header.compressed && decompress {
                     pieces.push(chunk.slice(range));
                 }
             }
             FrameEvent::Message(header) => {
-                let payload = payload_of(encoding, header, pieces, limit, direction);
+                let payload = payload_of(encoding, decompress, header, pieces, limit, direction);
                 // Keeps the allocation for the next compressed message.
                 pieces.clear();
                 on_message(payload);
@@ -137,24 +148,37 @@ impl BodyMessages {
         direction: Direction,
     ) -> Result<Payload, RpcError> {
         let limit = self.decoder.max_message_len();
-        payload_of(&self.encoding, header, message, limit, direction)
+        payload_of(
+            &self.encoding,
+            self.decompress,
+            header,
+            message,
+            limit,
+            direction,
+        )
     }
 }
 
 /// The payload of a whole message whose bytes (after the prefix) are
 /// `message`, or the error its receiver reports: tonic decompresses a
 /// compressed message with the body's `grpc-encoding`, up to its decode
-/// limit (`limit`: the receiver's, `u32::MAX` on the sender's side).
+/// limit (`limit`: the receiver's, `u32::MAX` on the sender's side). Not
+/// `decompress`ed, a compressed message in a known encoding is taken as
+/// sent (`message` is then empty).
 #[inline(always)]
 fn payload_of<P: AsRef<[u8]>>(
     encoding: &BodyEncoding,
+    decompress: bool,
     header: FrameHeader,
     message: &[P],
     limit: u32,
     direction: Direction,
 ) -> Result<Payload, RpcError> {
     if !header.compressed {
-        return Ok(Payload::new(header.length, header.length, false));
+        return Ok(Payload::new(Some(header.length), header.length, false));
+    }
+    if !decompress && matches!(encoding, BodyEncoding::Known(_)) {
+        return Ok(Payload::compressed_unmeasured(header.length));
     }
     compressed_payload(encoding, header, message, limit, direction)
 }
@@ -169,7 +193,7 @@ fn compressed_payload<P: AsRef<[u8]>>(
 ) -> Result<Payload, RpcError> {
     let error = match encoding {
         BodyEncoding::Known(encoding) => match uncompressed_len(*encoding, message, limit) {
-            Ok(length) => return Ok(Payload::new(length, header.length, true)),
+            Ok(length) => return Ok(Payload::new(Some(length), header.length, true)),
             Err(DecompressError::TooLarge { limit }) => CompressionError::TooLarge { limit },
             Err(DecompressError::Corrupt(error)) => CompressionError::Corrupt {
                 message: error.to_string(),

@@ -246,6 +246,29 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// are always read.
     const PAYLOAD_TIMES: bool = true;
 
+    /// Whether this handler reads the uncompressed length of compressed
+    /// messages ([`Payload::length`] of a message whose `compressed` flag
+    /// is set). Measuring it means decompressing the message a second
+    /// time beside the receiver's own decoder, as much CPU as that decoding
+    /// (see the crate's BENCHMARKS.md), so it is done only when some
+    /// handler of the layer asks: say `const UNCOMPRESSED_SIZES: bool =
+    /// true;` to ask. When none asks, a compressed message's
+    /// [`Payload::length`] is `None` (its compressed and wire lengths are
+    /// exact either way), and a compressed message costs the layer what an
+    /// uncompressed one does. An uncompressed message's `length` is always
+    /// `Some`. Unmeasured, a compressed message that its receiver then
+    /// fails to decompress (corrupt, or past its size limit) is still
+    /// reported with its compressed length, as it was sent; the RPC's
+    /// [`End::code`] is still the status the receiver gave, without the
+    /// compression error in [`End::error`].
+    ///
+    /// The client layer judges the compressed messages it receives whether
+    /// or not a handler asks: the status the application sees for a
+    /// response tonic cannot decompress is its decoder's verdict, and
+    /// [`End::code`] reports that status. Such a message's length is then
+    /// known and given as `Some`.
+    const UNCOMPRESSED_SIZES: bool = false;
+
     /// Creates the per-RPC state. `conn` is this handler's state for the
     /// RPC's connection: on the server when it is served from the layer's
     /// [`StatsIncoming`] (`layer.incoming_tcp(..)`, TCP with or without

@@ -168,6 +168,11 @@ impl<H: StatsHandler> RpcRecorder<H> {
         self.setup.max_message_len
     }
 
+    /// The side this RPC is observed on.
+    pub(crate) fn side(&self) -> Side {
+        self.setup.side
+    }
+
     /// The direction of the response body on this side.
     pub(crate) fn response_direction(&self) -> Direction {
         match self.setup.side {

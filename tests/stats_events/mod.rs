@@ -76,6 +76,9 @@ pub struct EventLog {
 impl StatsHandler for EventLog {
     type RpcState = u64;
     type ConnState = u64;
+    // Everything: compressed messages are logged with their uncompressed
+    // length (and judged as their receiver will).
+    const UNCOMPRESSED_SIZES: bool = true;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&u64>) -> u64 {
         let id = self.next_rpc.fetch_add(1, Ordering::SeqCst);

@@ -232,6 +232,8 @@ where
     type RpcState = OtelTracingState;
     type ConnState = ();
     const PAYLOAD_TIMES: bool = false;
+    // A72's `message-size` is the uncompressed size.
+    const UNCOMPRESSED_SIZES: bool = true;
     const OTEL_CONTEXT: bool = true;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> OtelTracingState {
@@ -335,12 +337,16 @@ fn span_name(prefix: &str, method: &str) -> String {
 /// Adds one message event and advances that direction's sequence number:
 /// `message-size` is the uncompressed size, and `message-size-compressed`
 /// is added when the size on the wire differs (grpc-go's
-/// `stats/opentelemetry/trace.go`).
+/// `stats/opentelemetry/trace.go`). The layer measures every message's
+/// uncompressed size for this handler (`UNCOMPRESSED_SIZES`); a payload
+/// without one (built by hand) gets no `message-size`.
 fn message_event(span: &Context, name: &'static str, sequence: &mut i64, payload: &Payload) {
     let mut attributes = Vec::with_capacity(3);
     attributes.push(KeyValue::new("sequence-number", *sequence));
-    attributes.push(KeyValue::new("message-size", i64::from(payload.length)));
-    if payload.compressed_length != payload.length {
+    if let Some(length) = payload.length {
+        attributes.push(KeyValue::new("message-size", i64::from(length)));
+    }
+    if payload.length != Some(payload.compressed_length) {
         attributes.push(KeyValue::new(
             "message-size-compressed",
             i64::from(payload.compressed_length),
