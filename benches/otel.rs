@@ -39,9 +39,12 @@ mod stats_harness;
 mod support;
 
 use std::hint::black_box;
+use std::io::Write;
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use flate2::write::GzEncoder;
 use http::HeaderValue;
 use in_process::{
     CALLS_PER_ROUND, in_process, in_process_with, round, round_with, service_round,
@@ -56,11 +59,15 @@ use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
+use prost::Message;
 use stats_harness::{
-    CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request,
+    CountingAllocator, Noop, UNARY_PATH, call_in_process, current_thread_runtime, echo_transport,
+    unary_request,
 };
 use tonic::Code;
-use tonic_hotpath::stats::otel::{OtelMetrics, OtelTracing, TenantAttribute};
+use tonic::codec::CompressionEncoding;
+use tonic::service::Routes;
+use tonic_hotpath::otel::{OtelMetrics, OtelTracing, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, Side};
 use tower::Layer;
 use tower::layer::util::Identity;
@@ -373,5 +380,125 @@ fn handler(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, server, client, handler);
+/// A unary call whose 64 KiB request arrives gzip-compressed and which
+/// tonic's server decodes (the echo routes accept gzip), in process: no
+/// layer, the layer with two no-op handlers, `OtelMetrics` (SDK), and
+/// `OtelMetrics` with `OtelTracing` (A72's `message-size` is the
+/// uncompressed size: only that row's handlers ask for uncompressed sizes,
+/// so only it decompresses each message a second time). Interleaved, then
+/// as criterion rows.
+fn server_gzip(c: &mut Criterion) {
+    let rt = current_thread_runtime();
+    let provider = sdk();
+    let tracers = tracer_provider();
+    let two_noops = || CombinedLayer::server().with(Noop).with(Noop);
+    let metrics_only = || CombinedLayer::server().with(metrics(&provider));
+    let traced = || {
+        CombinedLayer::server()
+            .with(metrics(&provider))
+            .with(tracing(&tracers))
+    };
+    let mut variants: Vec<(&str, Round<'_>)> = vec![
+        (
+            "no_layer",
+            service_round_with(&rt, gzip_routes(Identity::new()), gzip_request),
+        ),
+        (
+            "combined_two_noop_handlers",
+            service_round_with(&rt, gzip_routes(two_noops()), gzip_request),
+        ),
+        (
+            "otel_metrics",
+            service_round_with(&rt, gzip_routes(metrics_only()), gzip_request),
+        ),
+        (
+            "otel_metrics_tracing",
+            service_round_with(&rt, gzip_routes(traced()), gzip_request),
+        ),
+    ];
+    interleaved::print_overhead("gzip 64 KiB server", &mut variants, 30, CALLS_PER_ROUND);
+    drop(variants);
+
+    let mut group = c.benchmark_group("otel/in_process_server_unary_gzip_64k");
+    gzip_row(&mut group, &rt, "no_layer", gzip_routes(Identity::new()));
+    let name = "combined_two_noop_handlers";
+    gzip_row(&mut group, &rt, name, gzip_routes(two_noops()));
+    gzip_row(&mut group, &rt, "otel_metrics", gzip_routes(metrics_only()));
+    gzip_row(
+        &mut group,
+        &rt,
+        "otel_metrics_tracing",
+        gzip_routes(traced()),
+    );
+    group.finish();
+}
+
+/// The echo routes, accepting gzip requests, under `layer`.
+fn gzip_routes<L: Layer<Routes>>(layer: L) -> L::Service {
+    layer.layer(Routes::new(
+        support::EchoServer::new(support::EchoService).accept_compressed(CompressionEncoding::Gzip),
+    ))
+}
+
+/// The request body of [`gzip_request`]: one `EchoRequest` of 64 KiB of
+/// text-like bytes (words from a small vocabulary in a pseudo-random
+/// order; gzip takes it to about a third), gzip-compressed as tonic does.
+static GZIP_BODY: LazyLock<Bytes> = LazyLock::new(|| {
+    const WORDS: [&str; 16] = [
+        "alpha", "beta", "gamma", "delta", "tenant", "ingester", "push", "sample", "series",
+        "label", "value", "query", "range", "chunk", "store", "write",
+    ];
+    let mut text = String::with_capacity(64 * 1024);
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    while text.len() < 64 * 1024 - 16 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        text.push_str(WORDS[(seed >> 60) as usize]);
+        text.push(' ');
+    }
+    let message = support::EchoRequest { message: text }.encode_to_vec();
+    let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&message).expect("gzip into memory");
+    let compressed = gzip.finish().expect("gzip into memory");
+    let mut body = Vec::with_capacity(5 + compressed.len());
+    body.push(1);
+    body.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
+    body.extend_from_slice(&compressed);
+    Bytes::from(body)
+});
+
+/// The unary echo request with the [`GZIP_BODY`] (the body passed in is
+/// not used) and `grpc-encoding: gzip`.
+fn gzip_request(_: &Bytes) -> http::Request<tonic::body::Body> {
+    let mut request = unary_request(&GZIP_BODY);
+    request
+        .headers_mut()
+        .insert("grpc-encoding", HeaderValue::from_static("gzip"));
+    request
+}
+
+/// One criterion row of [`server_gzip`].
+fn gzip_row<S, B>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    service: S,
+) where
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    assert_eq!(
+        rt.block_on(call_in_process(&service, gzip_request(&GZIP_BODY))),
+        Some(0),
+        "{name}: the gzip call must succeed"
+    );
+    group.bench_function(name, |b| {
+        b.to_async(rt).iter(|| async {
+            black_box(call_in_process(&service, gzip_request(&GZIP_BODY)).await)
+        });
+    });
+}
+
+criterion_group!(benches, server, client, handler, server_gzip);
 criterion_main!(benches);

@@ -35,8 +35,8 @@ use tonic::transport::{Endpoint, Server};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::health_server::SERVICE_NAME;
+use tonic_hotpath::otel::OtelMetrics;
 use tonic_hotpath::stats::CombinedLayer;
-use tonic_hotpath::stats::otel::OtelMetrics;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

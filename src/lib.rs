@@ -21,6 +21,9 @@ pub mod tenant;
 #[cfg(feature = "grpc")]
 pub mod stats;
 
+#[cfg(feature = "otel")]
+pub mod otel;
+
 #[cfg(feature = "channelz")]
 pub mod channelz;
 

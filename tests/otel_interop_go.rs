@@ -24,8 +24,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
+use tonic_hotpath::otel::{GrpcTraceBinPropagator, OtelTracing};
 use tonic_hotpath::stats::CombinedLayer;
-use tonic_hotpath::stats::otel::{GrpcTraceBinPropagator, OtelTracing};
 
 const METHOD: &str = "grpc.health.v1.Health.Check";
 /// How long any one step of the Go side may take.

@@ -15,7 +15,7 @@ use support::{
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
-use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsBuilder, OtelMetricsError};
+use tonic_hotpath::otel::{OtelMetrics, OtelMetricsBuilder, OtelMetricsError};
 use tonic_hotpath::stats::{ClientStats, CombinedLayer};
 
 const SERVICE: &str = "hotpath.echo.Echo";

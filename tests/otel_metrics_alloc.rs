@@ -19,7 +19,7 @@ use stats_harness::{
 use std::time::Instant;
 
 use tonic::Code;
-use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, End, RpcEvent, RpcInfo, Side, StatsHandler};
 
 #[global_allocator]

@@ -24,7 +24,7 @@ use tonic::{Code, Request, Status};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::health_server::SERVICE_NAME;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
-use tonic_hotpath::stats::otel::OtelMetrics;
+use tonic_hotpath::otel::OtelMetrics;
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
 use tonic_hotpath::tenant::RequireOrgIdLayer;
 use tower::layer::util::Identity;

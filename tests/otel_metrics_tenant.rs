@@ -17,7 +17,7 @@ use support::{EchoClient, EchoRequest, EchoServer, EchoService, wait_until};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
-use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsBuilder, TenantAttribute};
+use tonic_hotpath::otel::{OtelMetrics, OtelMetricsBuilder, TenantAttribute};
 use tonic_hotpath::stats::{ClientStats, CombinedLayer, Side};
 
 const SERVICE: &str = "hotpath.echo.Echo";

@@ -20,9 +20,9 @@ use stacks::compress::{compressing_client, compressing_routes, message_of_size};
 use support::{EchoRequest, EchoService};
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Server;
+use tonic_hotpath::otel::{GrpcTraceBinPropagator, OtelTracing};
 use tonic_hotpath::stats::CombinedLayer;
 use tonic_hotpath::stats::compression::Encoding;
-use tonic_hotpath::stats::otel::{GrpcTraceBinPropagator, OtelTracing};
 use tower::ServiceBuilder;
 
 const METHOD: &str = "hotpath.echo.Echo/UnaryEcho";

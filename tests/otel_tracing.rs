@@ -1,4 +1,4 @@
-//! gRFC A72 tracing (`stats::otel::OtelTracing`) over real tonic servers
+//! gRFC A72 tracing (`otel::OtelTracing`) over real tonic servers
 //! and clients on 127.0.0.1, recorded with the SDK's in-memory exporter:
 //! span names, kinds, attributes and parent links across processes with
 //! both propagators, a server that calls another server continuing the

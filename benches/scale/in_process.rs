@@ -21,7 +21,7 @@ use tonic::service::Routes;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_hotpath::channelz::ServerHandler;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
-use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::{ORG_ID_HEADER, OrgId, RequireOrgIdLayer, SetOrgIdLayer};

@@ -22,8 +22,8 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
+use tonic_hotpath::otel::OtelMetrics;
 use tonic_hotpath::stats::CombinedLayer;
-use tonic_hotpath::stats::otel::OtelMetrics;
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
 

@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
-use super::StatsHandler;
 use super::event::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
+#[cfg(doc)]
+use crate::stats::CombinedLayer;
+use crate::stats::StatsHandler;
 
 /// Two handlers combined into one: each event goes to `A`, then to `B`.
 ///
-/// Built by [`CombinedLayer::with`](super::CombinedLayer::with); nesting
+/// Built by [`CombinedLayer::with`]; nesting
 /// (`Combined<Combined<A, B>, C>`) keeps registration order. Per-RPC and
 /// per-connection states are tuples of the two handlers' states, stored
 /// inline. Name it when a layer's type must be written out, e.g. in a

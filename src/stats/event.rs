@@ -1,4 +1,4 @@
-//! The events a [`StatsHandler`](super::StatsHandler) observes, and the
+//! The events a [`StatsHandler`] observes, and the
 //! information it is given when an RPC or a connection is tagged.
 
 use std::fmt;
@@ -9,6 +9,8 @@ use http::HeaderMap;
 use tonic::Code;
 
 use super::frame::FrameError;
+#[cfg(doc)]
+use crate::stats::StatsHandler;
 
 /// Which end of an RPC or connection is observing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -148,7 +150,7 @@ pub struct Payload {
     /// message (`grpc-encoding` `gzip`, `deflate` or `zstd`) it is known
     /// only by decompressing it, which the layer does only when one of its
     /// handlers asks
-    /// ([`StatsHandler::UNCOMPRESSED_SIZES`](super::StatsHandler::UNCOMPRESSED_SIZES),
+    /// ([`StatsHandler::UNCOMPRESSED_SIZES`],
     /// and on the client for the messages it receives): otherwise `None`.
     pub length: Option<u32>,
     /// The message's length as sent, without the 5-byte prefix (grpc-go
@@ -163,7 +165,7 @@ pub struct Payload {
     /// When the message's last byte was seen (messages that complete in
     /// one body chunk share one reading). `None` when no handler of the
     /// layer asked for payload times
-    /// ([`StatsHandler::PAYLOAD_TIMES`](super::StatsHandler::PAYLOAD_TIMES)).
+    /// ([`StatsHandler::PAYLOAD_TIMES`]).
     pub time: Option<Instant>,
 }
 

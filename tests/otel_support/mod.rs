@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use tonic::Code;
-use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsBuilder};
+use tonic_hotpath::otel::{OtelMetrics, OtelMetricsBuilder};
 use tonic_hotpath::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
 
 /// A66's latency buckets.

@@ -25,7 +25,7 @@ use opentelemetry::Key;
 /// (Cortex and Mimir call the label `user`, Loki and Tempo `tenant`).
 ///
 /// ```
-/// use tonic_hotpath::stats::otel::TenantAttribute;
+/// use tonic_hotpath::otel::TenantAttribute;
 ///
 /// // The tenants on a dashboard, by name; everyone else is `other`.
 /// let known = TenantAttribute::allow_list(["team-a", "team-b"]);

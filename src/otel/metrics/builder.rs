@@ -29,7 +29,7 @@ const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;
 ///
 /// ```
 /// use opentelemetry::metrics::NoopMeterProvider;
-/// use tonic_hotpath::stats::otel::OtelMetrics;
+/// use tonic_hotpath::otel::OtelMetrics;
 ///
 /// let metrics = OtelMetrics::builder(&NoopMeterProvider::new())
 ///     // Every method of a generated service...
@@ -42,7 +42,7 @@ const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;
 ///     .with_target("http://greeter.internal:50051")
 ///     .build()?;
 /// # let _ = metrics;
-/// # Ok::<(), tonic_hotpath::stats::otel::OtelMetricsError>(())
+/// # Ok::<(), tonic_hotpath::otel::OtelMetricsError>(())
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct OtelMetricsBuilder {
@@ -174,14 +174,14 @@ impl OtelMetricsBuilder {
     ///
     /// ```
     /// use opentelemetry::metrics::NoopMeterProvider;
-    /// use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+    /// use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
     ///
     /// let metrics = OtelMetrics::builder(&NoopMeterProvider::new())
     ///     .with_service("pkg.Greeter")
     ///     .with_tenant_attribute(TenantAttribute::allow_list(["team-a", "team-b"]))
     ///     .build()?;
     /// # let _ = metrics;
-    /// # Ok::<(), tonic_hotpath::stats::otel::OtelMetricsError>(())
+    /// # Ok::<(), tonic_hotpath::otel::OtelMetricsError>(())
     /// ```
     pub fn with_tenant_attribute(mut self, tenant: TenantAttribute) -> Self {
         self.tenant = Some(tenant);
@@ -261,7 +261,7 @@ impl fmt::Debug for OtelMetricsBuilder {
 ///
 /// ```
 /// use opentelemetry::metrics::NoopMeterProvider;
-/// use tonic_hotpath::stats::otel::{OtelMetrics, OtelMetricsError};
+/// use tonic_hotpath::otel::{OtelMetrics, OtelMetricsError};
 ///
 /// let error = OtelMetrics::builder(&NoopMeterProvider::new())
 ///     .with_method("Hello")

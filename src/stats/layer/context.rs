@@ -1,8 +1,8 @@
 //! The OpenTelemetry context a handler asks the server's inner service to
-//! run in ([`StatsHandler::otel_context`](super::StatsHandler)); without
+//! run in ([`StatsHandler::otel_context`](crate::stats::StatsHandler)); without
 //! the `otel` feature it is zero-sized and entering it does nothing.
 
-use super::StatsHandler;
+use crate::stats::StatsHandler;
 
 /// One RPC's context for the inner service, if a handler gave one.
 #[derive(Default)]

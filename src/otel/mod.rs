@@ -10,7 +10,7 @@
 //!
 //! The handlers depend on the OpenTelemetry API crate only; the
 //! application picks the SDK and exporter. Register them like any
-//! [`StatsHandler`](super::StatsHandler), alone or beside others:
+//! [`StatsHandler`](crate::stats::StatsHandler), alone or beside others:
 //! `CombinedLayer::server().with(metrics).with(tracing)`.
 
 mod metrics;

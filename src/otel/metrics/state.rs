@@ -16,7 +16,7 @@ use crate::tenant::OrgId;
 ///
 /// ```
 /// use tonic_hotpath::stats::StatsHandler;
-/// use tonic_hotpath::stats::otel::{MetricsRpcState, OtelMetrics};
+/// use tonic_hotpath::otel::{MetricsRpcState, OtelMetrics};
 ///
 /// fn state_of<H: StatsHandler<RpcState = MetricsRpcState>>(_: &H) {}
 /// # let metrics = OtelMetrics::builder(&opentelemetry::metrics::NoopMeterProvider::new()).build().unwrap();

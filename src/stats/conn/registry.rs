@@ -1,5 +1,5 @@
-//! The server's link between a [`CombinedLayer`](super::CombinedLayer) and
-//! the connections its [`StatsIncoming`](super::StatsIncoming) accepted.
+//! The server's link between a [`CombinedLayer`] and
+//! the connections its [`StatsIncoming`] accepted.
 //!
 //! tonic puts a connection's `Connected::ConnectInfo` into every request's
 //! extensions, and nothing else of the connection: the layer finds the
@@ -25,8 +25,8 @@ use std::net::SocketAddr;
 use http::Extensions;
 use tonic::transport::server::TcpConnectInfo;
 
-use super::StatsHandler;
-use super::conn::ConnTag;
+use super::tag::ConnTag;
+use crate::stats::StatsHandler;
 
 /// What identifies an open connection from its `ConnectInfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

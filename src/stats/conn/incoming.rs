@@ -10,71 +10,14 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 use pin_project_lite::pin_project;
-use tokio::net::TcpListener;
-use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
+use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use super::StatsHandler;
-use super::conn::{ConnOwner, StatsIo};
-use super::event::{ConnInfo, Side};
-use super::layer::{CombinedLayer, ServerSide};
-use super::registry::{ConnRegistry, needs_conn_state};
-
-impl<H: StatsHandler> CombinedLayer<H, ServerSide> {
-    /// Wraps a server's accepted-connection stream (anything
-    /// `Server::serve_with_incoming` takes whose connections carry
-    /// addresses, see [`ConnectAddrs`]) so that every connection delivers
-    /// `ConnBegin` / `ConnEnd` to this layer's handlers and its state
-    /// reaches them in [`StatsHandler::tag_rpc`].
-    ///
-    /// Socket options are the stream's own: `serve_with_incoming` ignores
-    /// the builder's `tcp_nodelay` and `tcp_keepalive`. For a plain TCP
-    /// listener use [`incoming_tcp`](Self::incoming_tcp), which sets
-    /// `TCP_NODELAY` as `Server::serve` does; to set more, pass a
-    /// configured `TcpIncoming`:
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tonic::transport::server::TcpIncoming;
-    /// # use tonic_hotpath::stats::{CombinedLayer, StatsHandler};
-    /// # #[derive(Debug)]
-    /// # struct Log;
-    /// # impl StatsHandler for Log {
-    /// #     type RpcState = ();
-    /// #     type ConnState = ();
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> std::io::Result<()> {
-    /// let layer = CombinedLayer::server().with(Log);
-    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    /// let incoming = layer.incoming(
-    ///     TcpIncoming::from(listener)
-    ///         .with_nodelay(Some(true))
-    ///         .with_keepalive(Some(Duration::from_secs(60))),
-    /// );
-    /// # let _ = incoming;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use = "the stream does nothing unless served"]
-    pub fn incoming<I>(&self, incoming: I) -> StatsIncoming<I, H> {
-        StatsIncoming {
-            inner: incoming,
-            handler: Arc::clone(self.handler()),
-            registry: needs_conn_state::<H>().then(|| self.registry()),
-        }
-    }
-
-    /// Accepts connections on `listener` with tonic's server defaults
-    /// (`TCP_NODELAY` on, as `Server::serve` sets it; no keepalive) and
-    /// wraps them as [`incoming`](Self::incoming) does.
-    ///
-    /// Without `TCP_NODELAY`, Nagle's algorithm and delayed ACKs hold back
-    /// small HTTP/2 writes by up to ~40 ms.
-    #[must_use = "the stream does nothing unless served"]
-    pub fn incoming_tcp(&self, listener: TcpListener) -> StatsIncoming<TcpIncoming, H> {
-        self.incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
-    }
-}
+use super::io::{ConnOwner, StatsIo};
+use super::registry::ConnRegistry;
+#[cfg(doc)]
+use crate::stats::CombinedLayer;
+use crate::stats::StatsHandler;
+use crate::stats::event::{ConnInfo, Side};
 
 /// Connection addresses of a server IO's `Connected::ConnectInfo`, for
 /// [`ConnInfo`]: implemented for tonic's `TcpConnectInfo` (plain TCP, and
@@ -125,7 +68,7 @@ pin_project! {
     /// A server's accepted-connection stream (the `incoming` of
     /// `Server::serve_with_incoming`) whose connections are observed by a
     /// server layer's handlers: every accepted IO becomes a [`StatsIo`]
-    /// whose [`ConnTag`](super::ConnTag) reaches that layer's RPCs.
+    /// whose [`ConnTag`] reaches that layer's RPCs.
     ///
     /// Built from the layer ([`CombinedLayer::incoming_tcp`],
     /// [`CombinedLayer::incoming`]), so the two cannot disagree on the
@@ -198,6 +141,21 @@ impl<I, H: StatsHandler> fmt::Debug for StatsIncoming<I, H> {
 }
 
 impl<I, H: StatsHandler> StatsIncoming<I, H> {
+    /// `incoming`, observed by `handler`, its connections registered in
+    /// `registry` when the handlers keep connection state (see
+    /// `CombinedLayer::incoming`).
+    pub(crate) fn new(
+        incoming: I,
+        handler: Arc<H>,
+        registry: Option<Arc<ConnRegistry<H>>>,
+    ) -> Self {
+        Self {
+            inner: incoming,
+            handler,
+            registry,
+        }
+    }
+
     /// The wrapped stream.
     pub fn get_ref(&self) -> &I {
         &self.inner

@@ -5,10 +5,12 @@
 //! does not accept. The other mistake, a client layer on a server, is
 //! caught by [`ClientTransport`].
 
+#[cfg(doc)]
+use crate::stats::CombinedLayer;
 use http::Request;
 use tower::Service;
 
-/// The services a client [`CombinedLayer`](super::CombinedLayer) can wrap:
+/// The services a client [`CombinedLayer`] can wrap:
 /// a tonic `Channel` and any stack over one.
 ///
 /// A client transport can fail with a transport error, so its error type
@@ -102,3 +104,20 @@ where
     S::Error: From<tonic::transport::Error>,
 {
 }
+
+/// The error type of the layered services: the inner service's error, boxed
+/// (tonic's server and generated clients accept any `Into<BoxError>`).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Marker: the layer instruments a server (`Server::builder().layer(..)`).
+/// Its connections come from [`CombinedLayer::incoming_tcp`] /
+/// [`CombinedLayer::incoming`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerSide;
+
+/// Marker: the layer instruments a client: it wraps a
+/// [`ClientTransport`] (a `Channel` or a stack over one), whose
+/// connections come from [`CombinedLayer::connector`] /
+/// [`CombinedLayer::connector_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientSide;

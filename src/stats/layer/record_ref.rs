@@ -1,136 +1,17 @@
-//! What a layered service shares with all its RPCs: the handler, the
-//! message length limit, and the per-thread free lists of per-RPC records
-//! ([`idle`](super::idle)), so a steady stream of RPCs reuses records
-//! instead of allocating one each, without a lock or a shared counter on
-//! the way.
-//!
-//! A record goes back to a free list only when the holder giving it up is
-//! provably its only owner (`Arc::get_mut`); it is reset first (handler
-//! states, status and error dropped), and the next RPC re-creates every
-//! handler state with `tag_rpc`. A record belongs to one layered service
-//! for its whole life and keeps a reference to the service's
-//! [`LayerShared`], also while idle: no reference count changes per RPC.
-//! That is a cycle (free list → record → service), broken by
-//! [`PoolOwner`]: when the last clone of the layered service goes away,
-//! the service is closed, and its records are freed instead of kept (those
-//! idle on other threads when those threads next use their lists, or
-//! exit).
+//! A holder's reference to an RPC's record ([`RecordRef`]): the response
+//! future and the two body wrappers each hold one; the last to let go
+//! returns the record to its service's free list.
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::StatsHandler;
+use http::HeaderMap;
+
+use super::context::RpcContext;
 use super::idle;
 use super::recorder::{RpcEvents, RpcRecorder};
-use super::registry::ConnRegistry;
-
-/// Shared by a layered service's clones (through one [`PoolOwner`]) and its
-/// RPCs' records.
-pub(crate) struct LayerShared<H: StatsHandler> {
-    pub(crate) handler: Arc<H>,
-    pub(crate) max_message_len: u32,
-    /// The server layer's accepted connections, when its handlers keep
-    /// connection state.
-    pub(crate) registry: Option<Arc<ConnRegistry<H>>>,
-    /// Set once the layered service is gone: its records are no longer
-    /// kept.
-    closed: AtomicBool,
-}
-
-impl<H: StatsHandler> LayerShared<H> {
-    pub(crate) fn new(
-        handler: Arc<H>,
-        max_message_len: u32,
-        registry: Option<Arc<ConnRegistry<H>>>,
-    ) -> Self {
-        Self {
-            handler,
-            max_message_len,
-            registry,
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    /// This service's key in the per-thread free lists.
-    pub(crate) fn key(&self) -> usize {
-        std::ptr::from_ref(self) as usize
-    }
-
-    /// An idle record of this service from this thread's free list.
-    #[inline]
-    pub(crate) fn take_idle(&self) -> Option<Arc<RpcRecorder<H>>> {
-        idle::take(self.key())
-    }
-
-    /// Closes the service: its records are freed instead of kept.
-    fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        // This thread's idle records go now.
-        drop(self.take_all_idle());
-    }
-
-    /// Empties this thread's free list of this service.
-    fn take_all_idle(&self) -> Vec<Arc<RpcRecorder<H>>> {
-        std::iter::from_fn(|| self.take_idle()).collect()
-    }
-
-    /// How many idle records this thread keeps for this service (for
-    /// tests).
-    #[cfg(test)]
-    pub(crate) fn idle_len(&self) -> usize {
-        idle::len::<RpcRecorder<H>>(self.key())
-    }
-}
-
-impl<H: StatsHandler> idle::Record for RpcRecorder<H> {
-    type Layer = LayerShared<H>;
-
-    fn layer(&self) -> &LayerShared<H> {
-        self.shared()
-    }
-}
-
-impl<H: StatsHandler> idle::Layer for LayerShared<H> {
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
-
-impl<H: StatsHandler> std::fmt::Debug for LayerShared<H> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LayerShared")
-            .field("max_message_len", &self.max_message_len)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Held (through one `Arc`) by every clone of a layered service: when the
-/// last one goes away it closes the free list, which breaks the
-/// list → record → list cycle.
-pub(crate) struct PoolOwner<H: StatsHandler>(Arc<LayerShared<H>>);
-
-impl<H: StatsHandler> PoolOwner<H> {
-    pub(crate) fn new(shared: LayerShared<H>) -> Self {
-        shared.handler.service_created();
-        Self(Arc::new(shared))
-    }
-}
-
-impl<H: StatsHandler> Deref for PoolOwner<H> {
-    type Target = Arc<LayerShared<H>>;
-
-    fn deref(&self) -> &Arc<LayerShared<H>> {
-        &self.0
-    }
-}
-
-impl<H: StatsHandler> Drop for PoolOwner<H> {
-    fn drop(&mut self) {
-        self.0.close();
-        self.0.handler.service_dropped();
-    }
-}
+use super::service_core::ServiceCore;
+use crate::stats::{RpcInfo, StatsHandler};
 
 /// A holder's reference to an RPC's record (the response future and the
 /// two body wrappers each hold one). Events go through [`with`](Self::with);
@@ -145,8 +26,17 @@ impl<H: StatsHandler> Drop for PoolOwner<H> {
 pub(crate) struct RecordRef<H: StatsHandler>(Arc<RpcRecorder<H>>);
 
 impl<H: StatsHandler> RecordRef<H> {
-    pub(crate) fn new(record: Arc<RpcRecorder<H>>) -> Self {
-        Self(record)
+    /// Begins an RPC of the service `core` ([`RpcRecorder::begin`]): the
+    /// first holder's reference to its record, and the context the
+    /// handlers want the server's inner service to run in.
+    pub(crate) fn begin(
+        core: &Arc<ServiceCore<H>>,
+        info: &RpcInfo<'_>,
+        conn: Option<&H::ConnState>,
+        request_headers: &mut HeaderMap,
+    ) -> (Self, RpcContext) {
+        let (record, context) = RpcRecorder::begin(core, info, conn, request_headers);
+        (Self(record), context)
     }
 
     /// A second holder's reference to the same record.
@@ -202,7 +92,7 @@ impl<H: StatsHandler> RecordRef<H> {
     /// Returns a reset, unshared record to its layer's free list.
     #[inline(never)]
     fn recycle(self) {
-        let key = self.0.shared().key();
+        let key = self.0.core().key();
         idle::put(key, self.0);
     }
 }
@@ -227,6 +117,7 @@ mod tests {
 
     use super::*;
     use crate::stats::event::{RpcInfo, Side};
+    use crate::stats::layer::open_service::OpenService;
 
     struct Noop;
 
@@ -235,13 +126,13 @@ mod tests {
         type ConnState = ();
     }
 
-    fn shared() -> PoolOwner<Noop> {
-        PoolOwner::new(LayerShared::new(Arc::new(Noop), u32::MAX, None))
+    fn shared() -> OpenService<Noop> {
+        OpenService::new(ServiceCore::new(Arc::new(Noop), u32::MAX, None))
     }
 
-    fn begin(shared: &Arc<LayerShared<Noop>>) -> RecordRef<Noop> {
+    fn begin(shared: &Arc<ServiceCore<Noop>>) -> RecordRef<Noop> {
         let info = RpcInfo::new(Side::Server, "/pkg.Service/Method");
-        RpcRecorder::begin(shared, &info, None, &mut HeaderMap::new()).0
+        RecordRef::begin(shared, &info, None, &mut HeaderMap::new()).0
     }
 
     #[test]

@@ -8,18 +8,21 @@ use std::time::Instant;
 use http::{HeaderMap, StatusCode};
 use tonic::Code;
 
-use super::StatsHandler;
 use super::context::RpcContext;
-use super::event::{CompressionError, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side};
-use super::frame::FrameError;
 use super::headers::{
     GRPC_MESSAGE, GRPC_STATUS, GRPC_TIMEOUT, find, parse_grpc_timeout, percent_decode,
 };
-use super::pool::{LayerShared, RecordRef};
+use super::idle;
+use super::service_core::ServiceCore;
 use super::status::missing_status;
+use crate::stats::StatsHandler;
+use crate::stats::event::{
+    CompressionError, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side,
+};
+use crate::stats::frame::FrameError;
 
 /// One RPC's record, shared by the response future and the request and
-/// response body wrappers (each through a [`RecordRef`]). Records are
+/// response body wrappers (each through a [`RecordRef`](super::record_ref::RecordRef)). Records are
 /// recycled through per-thread free lists ([`idle`](super::idle)).
 pub(crate) struct RpcRecorder<H: StatsHandler> {
     setup: RpcSetup<H>,
@@ -31,7 +34,7 @@ struct RpcSetup<H: StatsHandler> {
     /// The layer's shared part: the handler, and the key of the free lists
     /// the record returns to (see [`pool`](super::pool) for how the cycle
     /// is broken).
-    shared: Arc<LayerShared<H>>,
+    shared: Arc<ServiceCore<H>>,
     side: Side,
     begin_time: Instant,
     deadline: Option<Instant>,
@@ -80,11 +83,11 @@ impl<H: StatsHandler> RpcRecorder<H> {
     /// one. Also returns the context the handlers want the server's inner
     /// service to run in.
     pub(crate) fn begin(
-        shared: &Arc<LayerShared<H>>,
+        shared: &Arc<ServiceCore<H>>,
         info: &RpcInfo<'_>,
         conn: Option<&H::ConnState>,
         request_headers: &mut HeaderMap,
-    ) -> (RecordRef<H>, RpcContext) {
+    ) -> (Arc<Self>, RpcContext) {
         let handler = &*shared.handler;
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
@@ -107,7 +110,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         let deadline = find(request_headers, &GRPC_TIMEOUT)
             .and_then(|value| parse_grpc_timeout(value.as_bytes()))
             .and_then(|timeout| begin_time.checked_add(timeout));
-        let record = match shared.take_idle() {
+        let record = match Self::take_idle(shared) {
             Some(mut idle) => match Arc::get_mut(&mut idle) {
                 // Unshared (it was unique when returned, and taking it from
                 // the list is the only way to reach it), reset when it was
@@ -126,11 +129,11 @@ impl<H: StatsHandler> RpcRecorder<H> {
             },
             None => Self::fresh(shared, info.side, begin_time, deadline, state),
         };
-        (RecordRef::new(record), context)
+        (record, context)
     }
 
     fn fresh(
-        shared: &Arc<LayerShared<H>>,
+        shared: &Arc<ServiceCore<H>>,
         side: Side,
         begin_time: Instant,
         deadline: Option<Instant>,
@@ -158,9 +161,15 @@ impl<H: StatsHandler> RpcRecorder<H> {
         *progress = RpcProgress::new(H::RpcState::default());
     }
 
-    /// The layer's shared part (whose free lists the record returns to).
-    pub(crate) fn shared(&self) -> &LayerShared<H> {
+    /// The service the record belongs to (whose free lists it returns to).
+    pub(crate) fn core(&self) -> &ServiceCore<H> {
         &self.setup.shared
+    }
+
+    /// An idle record of the service `core` from this thread's free list.
+    #[inline]
+    pub(crate) fn take_idle(core: &ServiceCore<H>) -> Option<Arc<Self>> {
+        idle::take(core.key())
     }
 
     /// The message length limit for this RPC's bodies.
@@ -201,6 +210,14 @@ impl<H: StatsHandler> RpcRecorder<H> {
             setup: &self.setup,
             progress: &mut progress,
         })
+    }
+}
+
+impl<H: StatsHandler> idle::Record for RpcRecorder<H> {
+    type Layer = ServiceCore<H>;
+
+    fn layer(&self) -> &ServiceCore<H> {
+        self.core()
     }
 }
 

@@ -1,16 +1,16 @@
 //! The gRPC messages of one body: the framing ([`FrameDecoder`]) and, for
 //! a compressed message when it is asked for, its uncompressed length
-//! (decompressed by [`compression`](super::compression) as the receiver's
+//! (decompressed by [`compression`] as the receiver's
 //! decoder would), so each whole message becomes a [`Payload`] or the
 //! error the receiver reports for it.
 
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::compression::{DecompressError, Encoding, UnsupportedEncoding, uncompressed_len};
-use super::event::{CompressionError, Direction, Payload, RpcError};
-use super::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader, PREFIX_LEN};
 use super::headers::{GRPC_ENCODING, find};
+use crate::stats::compression::{DecompressError, Encoding, UnsupportedEncoding, uncompressed_len};
+use crate::stats::event::{CompressionError, Direction, Payload, RpcError};
+use crate::stats::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader, PREFIX_LEN};
 
 /// How a body's compressed messages are encoded (its `grpc-encoding`).
 #[derive(Debug, Clone, Default)]

@@ -163,7 +163,7 @@ use unproven::UnprovenPath;
 /// use tonic_health::pb::health_client::HealthClient;
 /// use tonic_health::pb::{HealthCheckRequest, health_server::SERVICE_NAME};
 /// use tonic_hotpath::stats::CombinedLayer;
-/// use tonic_hotpath::stats::otel::{OtelMetrics, TenantAttribute};
+/// use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 /// use tonic_hotpath::tenant::{OrgId, SetOrgIdLayer};
 ///
 /// #[tokio::main(flavor = "current_thread")]
@@ -243,7 +243,7 @@ use unproven::UnprovenPath;
 /// use tonic_health::pb::health_client::HealthClient;
 /// use tonic_health::pb::{HealthCheckRequest, health_server::SERVICE_NAME};
 /// use tonic_hotpath::stats::CombinedLayer;
-/// use tonic_hotpath::stats::otel::OtelMetrics;
+/// use tonic_hotpath::otel::OtelMetrics;
 ///
 /// #[tokio::main(flavor = "current_thread")]
 /// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

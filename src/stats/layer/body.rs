@@ -9,17 +9,17 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tonic::Code;
 
-use super::StatsHandler;
 use super::context::RpcContext;
-use super::event::{Direction, Payload, RpcError, Side};
-use super::frame::FrameDecoder;
 use super::messages::{BodyEncoding, BodyMessages};
-use super::pool::RecordRef;
+use super::record_ref::RecordRef;
 use super::recorder::RpcEvents;
 use super::status::transport_error_code;
+use crate::stats::StatsHandler;
+use crate::stats::event::{Direction, Payload, RpcError, Side};
+use crate::stats::frame::FrameDecoder;
 
 pin_project! {
-    /// A request or response body observed by a [`CombinedLayer`](super::CombinedLayer).
+    /// A request or response body observed by a [`CombinedLayer`].
     ///
     /// Data frames pass through untouched; their gRPC message prefixes are
     /// decoded incrementally, and each message is reported as `InPayload` /
@@ -112,7 +112,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     }
 
     /// The same body, polled inside `context` (see
-    /// [`StatsHandler::otel_context`](super::StatsHandler)).
+    /// [`StatsHandler::otel_context`](crate::stats::StatsHandler)).
     #[inline(always)]
     pub(crate) fn in_context(mut self, context: RpcContext) -> Self {
         self.context = context;

@@ -18,7 +18,7 @@ use crate::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
 /// scope's version is the crate's.
 ///
 /// ```
-/// assert_eq!(tonic_hotpath::stats::otel::TRACER_NAME, "tonic-hotpath");
+/// assert_eq!(tonic_hotpath::otel::TRACER_NAME, "tonic-hotpath");
 /// ```
 pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 
@@ -63,7 +63,7 @@ pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 /// use opentelemetry_sdk::propagation::TraceContextPropagator;
 /// use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 /// use tonic_hotpath::stats::CombinedLayer;
-/// use tonic_hotpath::stats::otel::OtelTracing;
+/// use tonic_hotpath::otel::OtelTracing;
 ///
 /// #[tokio::main(flavor = "current_thread")]
 /// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -171,7 +171,7 @@ impl<T> fmt::Debug for OtelTracing<T> {
 /// when writing out a combined handler's state type:
 ///
 /// ```
-/// use tonic_hotpath::stats::otel::{OtelTracing, OtelTracingState};
+/// use tonic_hotpath::otel::{OtelTracing, OtelTracingState};
 /// use tonic_hotpath::stats::{Combined, StatsHandler};
 ///
 /// #[derive(Debug)]

@@ -13,37 +13,23 @@ use http::{Request, Response};
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Layer, Service};
 
-use super::StatsHandler;
 use super::body::ObservedBody;
-use super::combined::Combined;
-use super::conn::ConnTag;
-use super::event::{Direction, RpcInfo, Side};
-use super::frame::DEFAULT_MAX_MESSAGE_LEN;
 use super::future::{ObservedSide, ResponseFuture};
 use super::headers::{AcceptedEncodings, is_grpc};
-use super::link::{ConnLink, LinkedConn};
 use super::messages::BodyEncoding;
-use super::pool::{LayerShared, PoolOwner};
-use super::recorder::RpcRecorder;
-use super::registry::{ConnKey, ConnRegistry, needs_conn_state};
-use super::side::ClientTransport;
-
-/// The error type of the layered services: the inner service's error, boxed
-/// (tonic's server and generated clients accept any `Into<BoxError>`).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Marker: the layer instruments a server (`Server::builder().layer(..)`).
-/// Its connections come from [`CombinedLayer::incoming_tcp`] /
-/// [`CombinedLayer::incoming`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ServerSide;
-
-/// Marker: the layer instruments a client: it wraps a
-/// [`ClientTransport`] (a `Channel` or a stack over one), whose
-/// connections come from [`CombinedLayer::connector`] /
-/// [`CombinedLayer::connector_with`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientSide;
+use super::open_service::OpenService;
+use super::record_ref::RecordRef;
+use super::service_core::ServiceCore;
+use super::side::{BoxError, ClientSide, ClientTransport, ServerSide};
+use crate::stats::ConnTag;
+#[cfg(doc)]
+use crate::stats::End;
+use crate::stats::StatsHandler;
+use crate::stats::combined::Combined;
+use crate::stats::conn::link::{ConnLink, LinkedConn};
+use crate::stats::conn::registry::{ConnKey, ConnRegistry, needs_conn_state};
+use crate::stats::event::{Direction, RpcInfo, Side};
+use crate::stats::frame::DEFAULT_MAX_MESSAGE_LEN;
 
 /// A tower layer that feeds every registered [`StatsHandler`] from one
 /// instrumentation point.
@@ -59,7 +45,7 @@ pub struct ClientSide;
 /// Per-RPC records are recycled through small per-thread free lists (at
 /// most 64 idle records per thread per layered service): once warm, an RPC
 /// reuses a record instead of allocating one, and every handler state in
-/// it is re-created by [`StatsHandler::tag_rpc`](super::StatsHandler::tag_rpc).
+/// it is re-created by [`StatsHandler::tag_rpc`].
 /// No lock and no counter shared by all RPCs is on the per-RPC path, so
 /// the cost per RPC stays flat as threads are added (the one shared
 /// reference count left is the `Arc` a service clone holds: tonic clones
@@ -155,7 +141,7 @@ impl CombinedLayer<(), ClientSide> {
 
 impl<H, K> CombinedLayer<H, K> {
     /// Reports received messages longer than `limit` bytes as a framing
-    /// error in [`End::error`](super::End::error) (and stops decoding that
+    /// error in [`End::error`] (and stops decoding that
     /// body's framing; no payload event for it), and compressed ones that
     /// decompress to more than `limit` bytes as a compression error. The
     /// limit applies to the messages this side receives only, as tonic's
@@ -164,7 +150,7 @@ impl<H, K> CombinedLayer<H, K> {
     /// application sees.
     ///
     /// The default is tonic's default decoding limit, 4 MiB
-    /// ([`DEFAULT_MAX_MESSAGE_LEN`](super::frame::DEFAULT_MAX_MESSAGE_LEN)).
+    /// ([`DEFAULT_MAX_MESSAGE_LEN`](crate::stats::frame::DEFAULT_MAX_MESSAGE_LEN)).
     /// Keep the two equal: if you raise tonic's limit
     /// (`max_decoding_message_size` on the generated server or client),
     /// raise this one to match, so that messages tonic accepts are counted
@@ -245,8 +231,8 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
 
     /// What one layered service shares with its clones and RPCs (the key
     /// of its per-thread free lists of records).
-    fn shared(&self, registry: Option<Arc<ConnRegistry<H>>>) -> Arc<PoolOwner<H>> {
-        Arc::new(PoolOwner::new(LayerShared::new(
+    fn shared(&self, registry: Option<Arc<ConnRegistry<H>>>) -> Arc<OpenService<H>> {
+        Arc::new(OpenService::new(ServiceCore::new(
             Arc::clone(&self.handler),
             self.max_message_len,
             registry,
@@ -306,7 +292,7 @@ macro_rules! stats_service {
         $(#[$doc])*
         pub struct $name<S, H: StatsHandler> {
             inner: S,
-            shared: Arc<PoolOwner<H>>,
+            shared: Arc<OpenService<H>>,
             $($($(#[$field_doc])* $field: $ty,)*)?
         }
 
@@ -388,7 +374,7 @@ where
             }
             None => None,
         };
-        let (recorder, context) = RpcRecorder::begin(
+        let (recorder, context) = RecordRef::begin(
             &self.shared,
             &info,
             conn.as_ref().map(ConnTag::state),
@@ -438,7 +424,7 @@ where
             local_addr: conn.and_then(ConnTag::local_addr),
             extensions: None,
         };
-        let (recorder, context) = RpcRecorder::begin(
+        let (recorder, context) = RecordRef::begin(
             &self.shared,
             &info,
             conn.map(ConnTag::state),

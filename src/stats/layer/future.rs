@@ -3,8 +3,8 @@
 //! the response body wrapped, and `End` when the call is dropped first or
 //! the service fails.
 //!
-//! [`ServerStats`]: super::ServerStats
-//! [`ClientStats`]: super::ClientStats
+//! [`ServerStats`]: crate::stats::ServerStats
+//! [`ClientStats`]: crate::stats::ClientStats
 
 use std::fmt;
 use std::future::Future;
@@ -14,15 +14,15 @@ use std::task::{Context, Poll};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::StatsHandler;
 use super::body::ObservedBody;
 use super::context::RpcContext;
-use super::event::RpcError;
 use super::headers::{AcceptedEncodings, GRPC_ENCODING, find};
-use super::layer::BoxError;
 use super::messages::BodyEncoding;
-use super::pool::RecordRef;
+use super::record_ref::RecordRef;
+use super::side::BoxError;
 use super::status::{server_error_status, transport_error_code};
+use crate::stats::StatsHandler;
+use crate::stats::event::RpcError;
 
 pin_project! {
     /// The response future of [`ServerStats`] and [`ClientStats`]: reports

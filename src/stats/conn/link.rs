@@ -1,4 +1,4 @@
-//! The client's link between a [`CombinedLayer`](super::CombinedLayer) and
+//! The client's link between a [`CombinedLayer`] and
 //! the connection its `Channel` is using.
 //!
 //! A tonic `Channel` built by `Endpoint::connect_with_connector` holds one
@@ -16,8 +16,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::StatsHandler;
-use super::conn::ConnTag;
+use super::tag::ConnTag;
+use crate::stats::StatsHandler;
 
 /// The open connection most recently made by one client layer's
 /// connectors, if any.

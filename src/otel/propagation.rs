@@ -42,7 +42,7 @@ static FIELDS: LazyLock<[String; 1]> = LazyLock::new(|| [GRPC_TRACE_BIN.to_owned
 /// use opentelemetry::trace::{
 ///     SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
 /// };
-/// use tonic_hotpath::stats::otel::GrpcTraceBinPropagator;
+/// use tonic_hotpath::otel::GrpcTraceBinPropagator;
 ///
 /// let span = SpanContext::new(
 ///     TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
@@ -85,7 +85,7 @@ impl GrpcTraceBinPropagator {
     ///
     /// ```
     /// use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
-    /// use tonic_hotpath::stats::otel::GrpcTraceBinPropagator;
+    /// use tonic_hotpath::otel::GrpcTraceBinPropagator;
     ///
     /// let span = SpanContext::new(
     ///     TraceId::from(1),

@@ -10,87 +10,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Extensions, Uri};
-use hyper_util::client::legacy::connect::{Connection, HttpConnector, HttpInfo};
+use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use pin_project_lite::pin_project;
 use tower::Service;
 
-use super::StatsHandler;
-use super::conn::{ConnOwner, StatsIo};
-use super::event::{ConnInfo, Side};
-use super::layer::{ClientSide, CombinedLayer};
+use super::io::{ConnOwner, StatsIo};
 use super::link::ConnLink;
-
-impl<H: StatsHandler> CombinedLayer<H, ClientSide> {
-    /// A TCP connector for `Endpoint::connect_with_connector` with tonic's
-    /// `Endpoint` defaults (hyper-util's `HttpConnector` with
-    /// `TCP_NODELAY` on and `enforce_http(false)`, no keepalive, no local
-    /// address), whose connections are observed by this layer's handlers.
-    ///
-    /// A channel built with it links this layer's RPCs to its connection:
-    /// see [`connector_with`](Self::connector_with). `Endpoint`'s own TCP
-    /// settings (`tcp_nodelay`, `tcp_keepalive`, `local_address`) apply to
-    /// `Endpoint::connect` only; to change them, configure an
-    /// `HttpConnector` and pass it to `connector_with`. `connect_timeout`
-    /// and TLS still apply (tonic wraps the connector).
-    ///
-    /// ```
-    /// # use tonic_hotpath::stats::{CombinedLayer, StatsHandler};
-    /// # #[derive(Debug)]
-    /// # struct Log;
-    /// # impl StatsHandler for Log {
-    /// #     type RpcState = ();
-    /// #     type ConnState = ();
-    /// # }
-    /// # async fn client() -> Result<(), Box<dyn std::error::Error>> {
-    /// use tonic::transport::Endpoint;
-    /// use tower::ServiceBuilder;
-    ///
-    /// let layer = CombinedLayer::client().with(Log);
-    /// let channel = Endpoint::from_static("http://127.0.0.1:50051")
-    ///     .connect_with_connector(layer.connector())
-    ///     .await?;
-    /// let service = ServiceBuilder::new().layer(layer).service(channel);
-    /// // e.g. `HealthClient::new(service)`
-    /// # let _ = service;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use = "a connector does nothing unless a channel uses it"]
-    pub fn connector(&self) -> StatsConnector<HttpConnector, H> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        self.connector_with(http)
-    }
-
-    /// Wraps `connector` (a `Service<Uri>` whose IO implements hyper-util's
-    /// `Connection`, as TCP, Unix socket and hyper-util-based TLS streams
-    /// do) so that every connection delivers `ConnBegin` / `ConnEnd` to
-    /// this layer's handlers.
-    ///
-    /// While a connection made by this layer's connectors is open, it is
-    /// this layer's *current* connection: each RPC that begins then gets
-    /// its state in [`StatsHandler::tag_rpc`] and its addresses in
-    /// [`RpcInfo`](super::RpcInfo) (`peer_addr` is the server's address,
-    /// from the socket, or from the URI when the IO knows none). A tonic
-    /// `Channel` holds one connection at a time and makes a new one after
-    /// the old one fails, so with one channel per layer this is the
-    /// connection the RPC is sent on. An RPC gets `None` for both when it
-    /// begins while no connection is open: on a lazy channel
-    /// (`connect_with_connector_lazy`) before the first connection, and
-    /// between a connection's end and the reconnect. An RPC keeps the
-    /// connection it was tagged with. Several channels (or a balanced
-    /// channel) behind one layer link each RPC to the connection opened
-    /// last: build one layer per channel.
-    #[must_use = "a connector does nothing unless a channel uses it"]
-    pub fn connector_with<C>(&self, connector: C) -> StatsConnector<C, H> {
-        StatsConnector {
-            inner: connector,
-            handler: Arc::clone(self.handler()),
-            link: self.link(),
-        }
-    }
-}
+#[cfg(doc)]
+use crate::stats::CombinedLayer;
+use crate::stats::StatsHandler;
+use crate::stats::event::{ConnInfo, Side};
 
 /// A client connector (for `Endpoint::connect_with_connector`) whose
 /// connections are observed by a client layer's handlers and linked to
@@ -181,6 +110,16 @@ impl<C: fmt::Debug, H: StatsHandler> fmt::Debug for StatsConnector<C, H> {
 }
 
 impl<C, H: StatsHandler> StatsConnector<C, H> {
+    /// `connector`, observed by `handler`, its connections published
+    /// through `link` (see `CombinedLayer::connector_with`).
+    pub(crate) fn new(connector: C, handler: Arc<H>, link: Arc<ConnLink<H>>) -> Self {
+        Self {
+            inner: connector,
+            handler,
+            link,
+        }
+    }
+
     /// The wrapped connector.
     pub fn get_ref(&self) -> &C {
         &self.inner

@@ -1,0 +1,169 @@
+//! The [`StatsHandler`] trait: what a handler observes, and what it asks
+//! the layer to do for it.
+
+#[cfg(doc)]
+use crate::stats::{CombinedLayer, End, Payload, StatsConnector, StatsIncoming};
+use crate::stats::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
+
+/// Observes RPCs and connections (grpc-go `stats.Handler`).
+///
+/// Every method has a no-op default. A handler may keep per-RPC state
+/// (created by [`tag_rpc`](Self::tag_rpc), grpc-go's `TagRPC`) and
+/// per-connection state (created by [`tag_conn`](Self::tag_conn)); both are
+/// stored inline by the layer, so they cost no heap allocation of their own.
+/// Handlers are called synchronously on the RPC's hot path: keep them short.
+///
+/// A handler that times each method, with the method name as its per-RPC
+/// state and the peer's address remembered per connection:
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use std::time::Duration;
+///
+/// use tonic_hotpath::stats::{CombinedLayer, ConnInfo, RpcEvent, RpcInfo, StatsHandler};
+///
+/// #[derive(Debug)]
+/// struct Latency;
+///
+/// impl StatsHandler for Latency {
+///     type RpcState = String;
+///     type ConnState = Option<SocketAddr>;
+///     // Only `Begin`/`End` times are read: skip the payload clock reads.
+///     const PAYLOAD_TIMES: bool = false;
+///
+///     fn tag_conn(&self, info: &ConnInfo) -> Option<SocketAddr> {
+///         info.peer_addr
+///     }
+///
+///     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Option<SocketAddr>>) -> String {
+///         match conn.copied().flatten() {
+///             Some(peer) => format!("{} ({peer})", info.method),
+///             None => info.method.to_owned(),
+///         }
+///     }
+///
+///     fn handle_rpc(&self, method: &mut String, event: &RpcEvent<'_>) {
+///         if let RpcEvent::End(end) = event {
+///             let took: Duration = end.end_time - end.begin_time;
+///             println!("{method}: {:?} in {took:?}", end.code);
+///         }
+///     }
+/// }
+///
+/// // Registered on a server layer (or a client layer) like any handler.
+/// let layer = CombinedLayer::server().with(Latency);
+/// # let _ = layer;
+/// ```
+pub trait StatsHandler: Send + Sync + 'static {
+    /// Per-RPC state, created when the RPC begins and passed to every event.
+    type RpcState: Default + Send + 'static;
+    /// Per-connection state, created when the connection is established.
+    type ConnState: Default + Send + Sync + 'static;
+
+    /// Whether this handler reads [`Payload::time`]. Reading the clock is
+    /// the largest part of the layer's per-RPC cost (tens of nanoseconds a
+    /// read on a VM), so a handler that ignores payload times should say
+    /// `const PAYLOAD_TIMES: bool = false;`. When no handler of a layer
+    /// wants them, payload events carry `time: None` and cost no clock
+    /// read; otherwise every handler sees `Some`. `Begin` and `End` times
+    /// are always read.
+    const PAYLOAD_TIMES: bool = true;
+
+    /// Whether this handler reads the uncompressed length of compressed
+    /// messages ([`Payload::length`] of a message whose `compressed` flag
+    /// is set). Measuring it means decompressing the message a second
+    /// time beside the receiver's own decoder, as much CPU as that decoding
+    /// (see the crate's BENCHMARKS.md), so it is done only when some
+    /// handler of the layer asks: say `const UNCOMPRESSED_SIZES: bool =
+    /// true;` to ask. When none asks, a compressed message's
+    /// [`Payload::length`] is `None` (its compressed and wire lengths are
+    /// exact either way), and a compressed message costs the layer what an
+    /// uncompressed one does. An uncompressed message's `length` is always
+    /// `Some`. Unmeasured, a compressed message that its receiver then
+    /// fails to decompress (corrupt, or past its size limit) is still
+    /// reported with its compressed length, as it was sent; the RPC's
+    /// [`End::code`] is still the status the receiver gave, without the
+    /// compression error in [`End::error`].
+    ///
+    /// The client layer judges the compressed messages it receives whether
+    /// or not a handler asks: the status the application sees for a
+    /// response tonic cannot decompress is its decoder's verdict, and
+    /// [`End::code`] reports that status. Such a message's length is then
+    /// known and given as `Some`.
+    const UNCOMPRESSED_SIZES: bool = false;
+
+    /// Creates the per-RPC state. `conn` is this handler's state for the
+    /// RPC's connection: on the server when it is served from the layer's
+    /// [`StatsIncoming`] (`layer.incoming_tcp(..)`, TCP with or without
+    /// TLS, and Unix sockets), on the client when the channel was built
+    /// with the layer's [`StatsConnector`] (`layer.connector()`) and a
+    /// connection is open as the RPC begins (see
+    /// [`CombinedLayer::connector_with`]). A server layer whose handlers'
+    /// `ConnState` is zero-sized (carries nothing) does not look the
+    /// connection up: `conn` is then `None`.
+    fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
+        let _ = (info, conn);
+        Self::RpcState::default()
+    }
+
+    /// Observes one RPC event.
+    fn handle_rpc(&self, state: &mut Self::RpcState, event: &RpcEvent<'_>) {
+        let _ = (state, event);
+    }
+
+    /// Client RPCs only: edits the request headers before they are sent,
+    /// e.g. to inject trace propagation headers. Called right after
+    /// [`tag_rpc`](Self::tag_rpc), before `Begin`; the `OutHeader` event
+    /// then shows the edited headers. With several handlers, each edits in
+    /// registration order.
+    fn edit_request_headers(&self, state: &mut Self::RpcState, headers: &mut http::HeaderMap) {
+        let _ = (state, headers);
+    }
+
+    /// Whether [`otel_context`](Self::otel_context) can return a context.
+    /// Leave it `false` (the default) unless it can: the layer then skips
+    /// the call and the per-poll context switch at compile time.
+    #[cfg(feature = "otel")]
+    const OTEL_CONTEXT: bool = false;
+
+    /// Server RPCs only (feature `otel`): the OpenTelemetry context the
+    /// inner service runs in, e.g. the RPC's server span, so that the
+    /// handler's own spans and the calls it makes through a client layer
+    /// continue the trace. Called once the RPC has begun (after `Begin`);
+    /// the context is current while the service is called, while its
+    /// future is polled and while the response body is polled (so a
+    /// response stream's items are produced in it too). With several
+    /// handlers, the
+    /// first that returns one wins. Only consulted when
+    /// [`OTEL_CONTEXT`](Self::OTEL_CONTEXT) is `true`.
+    #[cfg(feature = "otel")]
+    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
+        let _ = state;
+        None
+    }
+
+    /// Creates the per-connection state.
+    fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {
+        let _ = info;
+        Self::ConnState::default()
+    }
+
+    /// Observes one connection event.
+    fn handle_conn(&self, state: &Self::ConnState, event: &ConnEvent) {
+        let _ = (state, event);
+    }
+
+    /// The layer made a layered service with this handler: tonic's server
+    /// makes one per `serve` (its clones serve every connection), a client
+    /// `ServiceBuilder` one per `.service(channel)`. Paired with
+    /// [`service_dropped`](Self::service_dropped).
+    fn service_created(&self) {}
+
+    /// A layered service made by the layer, and every clone of it, was
+    /// dropped: a server stopped, a client went away. RPCs still running
+    /// deliver their remaining events after it. The handler itself may
+    /// live on a while (idle per-RPC records on worker threads keep it), so
+    /// a handler that must act when its service is gone acts here, not in
+    /// `Drop`.
+    fn service_dropped(&self) {}
+}

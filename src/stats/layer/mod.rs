@@ -1,0 +1,41 @@
+//! The tower layer, shaped as tower shapes a middleware: the layer and its
+//! services ([`CombinedLayer`], [`ServerStats`], [`ClientStats`]), the
+//! response future ([`ResponseFuture`]), the observed body
+//! ([`ObservedBody`]) and what they share:
+//!
+//! - `layer.rs`: the layer, its server and client services, a request's
+//!   beginning; `connections.rs`: the connection wrappers it builds;
+//!   `side.rs`: the side markers and the client transport bound.
+//! - `future.rs`: the response future (response headers, a failed call).
+//! - `body.rs`: the body wrapper (payload events, trailers, `End`);
+//!   `messages.rs`: one body's messages (framing, compressed sizes).
+//! - `recorder.rs`: the per-RPC record (handler states, exactly one
+//!   `End`); `record_ref.rs`: a holder's reference to it; `idle.rs`:
+//!   the per-thread free lists records return to.
+//! - `service_core.rs`: what a layered service shares with its RPCs;
+//!   `open_service.rs`: the service while a clone of it lives (dropping
+//!   the last closes its free lists).
+//! - `status.rs`: the status an RPC ended with; `headers.rs`: the gRPC
+//!   headers read on the way (`grpc-status`, `grpc-timeout`, encodings);
+//!   `context.rs`: the OpenTelemetry context a server RPC runs in.
+
+mod body;
+mod connections;
+mod context;
+mod future;
+mod headers;
+mod idle;
+#[allow(clippy::module_inception)]
+mod layer;
+mod messages;
+mod open_service;
+mod record_ref;
+mod recorder;
+mod service_core;
+mod side;
+mod status;
+
+pub use body::ObservedBody;
+pub use future::ResponseFuture;
+pub use layer::{ClientStats, CombinedLayer, ServerStats};
+pub use side::{BoxError, ClientSide, ClientTransport, ServerSide};
