@@ -9,8 +9,8 @@ use tonic::{Request, Response, Status};
 use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
 use tonic_hotpath::tenant::OrgId;
 
+use crate::echo::{EchoRequest, EchoResponse};
 use crate::handlers::lock;
-use crate::support::{EchoRequest, EchoResponse};
 use crate::wire::{self, ArenaFigures};
 
 /// Records the backend assembles per call.

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt};
 use tonic_hotpath::tenant::{InjectOrgId, OrgId};
 
-use crate::support::{EchoRequest, EchoResponse};
+use crate::echo::{EchoRequest, EchoResponse};
 use crate::{BackendClient, wire};
 
 /// Budget for the backend calls when the client sent no deadline.

@@ -16,13 +16,17 @@
 //! `Unauthenticated`) and exits 1 if one fails; bad flags exit 2.
 //!
 //! Run: `cargo run --release --example quickstart -- --requests 20 --fan-out 4`
-
-#[path = "../../tests/support/mod.rs"]
-mod support;
+//!
+//! The folder is self-contained: the echo gRPC service it serves is in
+//! `echo.rs` (tonic-prost-build's output for `echo.proto`, checked in), so
+//! it builds in another project with tonic-hotpath (default features),
+//! tonic, tonic-prost, prost, tower and tokio (`rt-multi-thread`, `time`) as
+//! dependencies.
 
 mod backend;
 mod checks;
 mod cli;
+mod echo;
 mod gateway;
 mod handlers;
 mod report;
@@ -35,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use tonic::Request;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Channel, Server};
+use tonic::transport::{Channel, Endpoint, Server};
 use tonic_hotpath::metadata::{
     OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer, OutgoingMetadataService,
 };
@@ -46,9 +50,9 @@ use tower::ServiceBuilder;
 use backend::Backend;
 use checks::Checks;
 use cli::{Command, Options};
+use echo::{EchoClient, EchoRequest, EchoServer};
 use gateway::Gateway;
 use handlers::{Handlers, SideStats};
-use support::{EchoClient, EchoRequest, EchoServer};
 
 /// The gateway's client to the backend: chain written into the headers,
 /// then instrumented (so the stats see the headers as sent).
@@ -59,17 +63,16 @@ const ORG_ID: &str = "acme-corp";
 /// The client's deadline for each call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves a type with an inherent `unary(org_id, request)` method as a
-/// unary-only echo service, handing it the org id that `RequireOrgIdLayer`
-/// validated.
+/// Serves a type with an inherent `unary(org_id, request)` method as the
+/// echo service, handing it the org id that `RequireOrgIdLayer` validated.
 macro_rules! unary_with_org_id {
     ($service:ty) => {
         #[tonic::async_trait]
-        impl support::UnaryHandler for $service {
-            async fn unary(
+        impl echo::Echo for $service {
+            async fn unary_echo(
                 &self,
                 request: Request<EchoRequest>,
-            ) -> Result<tonic::Response<support::EchoResponse>, tonic::Status> {
+            ) -> Result<tonic::Response<echo::EchoResponse>, tonic::Status> {
                 // The tenant accessor: what RequireOrgIdLayer validated.
                 let org_id = request.org_id().cloned().ok_or_else(|| {
                     tonic::Status::unauthenticated(concat!(stringify!($service), ": no org id"))
@@ -126,7 +129,7 @@ fn spawn_backend() -> std::io::Result<(SocketAddr, Arc<Backend>)> {
     tokio::spawn(
         Server::builder()
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(support::UnaryOnly(Arc::clone(&backend))))
+            .add_service(EchoServer::from_arc(Arc::clone(&backend)))
             .serve_with_incoming(incoming),
     );
     println!("  backend  {addr}  RequireOrgIdLayer, MonotonicArena per reply");
@@ -139,22 +142,19 @@ async fn spawn_gateway(
     backend_addr: SocketAddr,
     fan_out: usize,
     sides: &Sides,
-) -> std::io::Result<SocketAddr> {
+) -> Result<SocketAddr, Box<dyn std::error::Error>> {
     let backend_client: BackendClient = EchoClient::new(
         ServiceBuilder::new()
             .layer(OutgoingMetadataLayer::new())
             .layer(sides.gateway_client.client_layer())
-            .service(support::connect(backend_addr).await),
+            .service(connect(backend_addr).await?),
     );
     let (addr, incoming) = bind_nodelay()?;
     tokio::spawn(
         Server::builder()
             .layer(sides.gateway_server.server_layer())
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(support::UnaryOnly(Gateway::new(
-                backend_client,
-                fan_out,
-            ))))
+            .add_service(EchoServer::new(Gateway::new(backend_client, fan_out)))
             .serve_with_incoming(incoming),
     );
     println!(
@@ -175,7 +175,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let gateway_addr = spawn_gateway(backend_addr, options.fan_out, &sides).await?;
 
     // Client: org id stamped, metadata chain written, stats on what is sent.
-    let gateway_channel = support::connect(gateway_addr).await;
+    let gateway_channel = connect(gateway_addr).await?;
     let mut client = EchoClient::new(
         ServiceBuilder::new()
             .layer(SetOrgIdLayer::new(org_id.clone()))
@@ -266,6 +266,13 @@ fn bind_nodelay() -> std::io::Result<(SocketAddr, TcpIncoming)> {
     let incoming =
         TcpIncoming::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?.with_nodelay(Some(true));
     Ok((incoming.local_addr()?, incoming))
+}
+
+/// Connects a channel to `addr` (plain HTTP/2 over TCP).
+async fn connect(addr: SocketAddr) -> Result<Channel, tonic::transport::Error> {
+    Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await
 }
 
 /// Calls one side's metrics handler has seen end, over all methods.
