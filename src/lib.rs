@@ -12,13 +12,13 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "grpc")]
+#[cfg(feature = "metadata")]
 pub mod metadata;
 
-#[cfg(feature = "grpc")]
+#[cfg(feature = "tenant")]
 pub mod tenant;
 
-#[cfg(feature = "grpc")]
+#[cfg(feature = "stats")]
 pub mod stats;
 
 #[cfg(feature = "otel")]

@@ -111,6 +111,7 @@ impl OutgoingMetadata {
     /// else the task's current one, else `None`. Reads in place (no clone);
     /// the same borrowing rule as [`with_current_borrowed`](Self::with_current_borrowed).
     #[inline]
+    #[cfg(feature = "tenant")]
     pub(crate) fn with_pending<R>(
         extensions: &http::Extensions,
         mut f: impl FnMut(Option<&OutgoingMetadata>) -> R,
@@ -133,6 +134,7 @@ impl OutgoingMetadata {
     /// extensions lookup, then (only once a scope was ever entered) a
     /// task-local read.
     #[inline]
+    #[cfg(feature = "tenant")]
     pub(crate) fn is_pending(extensions: &http::Extensions) -> bool {
         Self::with_pending(extensions, |chain| {
             chain.is_some_and(|chain| !chain.is_empty())

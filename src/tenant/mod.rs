@@ -82,6 +82,7 @@ mod extract;
 mod future;
 mod inject;
 mod layer;
+#[cfg(feature = "limits")]
 pub mod limits;
 mod org_id;
 mod paths;
