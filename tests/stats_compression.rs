@@ -233,17 +233,19 @@ async fn a_response_over_the_limit_decompressed_ends_resource_exhausted() {
     assert_eq!(error, Some(expected));
 }
 
-/// Item 5 on the server: a request message that does not decompress gives
-/// no `InPayload`; the call ends with what the server answered (tonic's
-/// decoder refuses it: `Internal`) and the compression error.
-#[tokio::test]
-async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
-    let log = Arc::new(EventLog::default());
+/// A request message flagged compressed whose bytes are not gzip.
+const NOT_GZIP: &[u8] = b"not gzip at all";
+
+/// Serves the echo routes (every encoding accepted) under `layer`, and
+/// sends them one unary request declaring `grpc-encoding: gzip` whose
+/// message is [`NOT_GZIP`].
+async fn send_not_gzip<H: StatsHandler>(
+    layer: CombinedLayer<H, tonic_hotpath::stats::ServerSide>,
+) -> stacks::junk::H2Reply {
     let (addr, incoming) = support::bind().await;
-    let server = CombinedLayer::server().with(Arc::clone(&log));
     stacks::serve(
         Server::builder(),
-        server,
+        layer,
         compressing_routes(EchoService),
         incoming,
     );
@@ -251,8 +253,16 @@ async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
     request
         .headers_mut()
         .insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
-    let corrupt = stacks::frame(1, b"not gzip at all");
-    let reply = stacks::junk::h2_send(addr, request, corrupt).await;
+    stacks::junk::h2_send(addr, request, stacks::frame(1, NOT_GZIP)).await
+}
+
+/// Item 5 on the server: a request message that does not decompress gives
+/// no `InPayload`; the call ends with what the server answered (tonic's
+/// decoder refuses it: `Internal`) and the compression error.
+#[tokio::test]
+async fn a_request_that_does_not_decompress_is_an_error_on_the_server() {
+    let log = Arc::new(EventLog::default());
+    let reply = send_not_gzip(CombinedLayer::server().with(Arc::clone(&log))).await;
     assert_eq!(
         reply.grpc_status(),
         Some(Code::Internal as i32),
@@ -356,20 +366,7 @@ async fn unasked_a_response_that_does_not_decompress_still_ends_internal() {
 #[tokio::test]
 async fn unasked_a_request_that_does_not_decompress_ends_as_the_server_answered() {
     let log = Unasked::default();
-    let (addr, incoming) = support::bind().await;
-    let server = CombinedLayer::server().with(log.clone());
-    stacks::serve(
-        Server::builder(),
-        server,
-        compressing_routes(EchoService),
-        incoming,
-    );
-    let mut request = stacks::junk::grpc_request(stacks::UNARY_PATH, "application/grpc");
-    request
-        .headers_mut()
-        .insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
-    let not_gzip = b"not gzip at all";
-    let reply = stacks::junk::h2_send(addr, request, stacks::frame(1, not_gzip)).await;
+    let reply = send_not_gzip(CombinedLayer::server().with(log.clone())).await;
     assert_eq!(
         reply.grpc_status(),
         Some(Code::Internal as i32),
@@ -378,6 +375,6 @@ async fn unasked_a_request_that_does_not_decompress_ends_as_the_server_answered(
     let (code, _, error) = log.0.wait_for_ends(1).await.remove(0);
     assert_eq!(code, Code::Internal);
     assert_eq!(error, None);
-    let received = Payload::compressed_unmeasured(not_gzip.len() as u32);
+    let received = Payload::compressed_unmeasured(NOT_GZIP.len() as u32);
     assert_eq!(log.0.payloads(), [(true, received)]);
 }
