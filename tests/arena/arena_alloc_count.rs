@@ -6,11 +6,7 @@
 use allocator_api2::vec::Vec as ArenaVec;
 use tonic_hotpath::arena::{ArenaPool, ByteBuffer, MonotonicArena};
 
-mod alloc_count;
-use alloc_count::{CountingAllocator, allocations};
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+use crate::alloc_count::allocations;
 
 #[test]
 fn fast_path_and_reset_allocate_nothing() {

@@ -2,7 +2,7 @@
 //! seeds) in the three walks: the cursor (default), the first-fit scan from
 //! buffer 0 (go-arena v1.2.0) and low-waste mode. Prints slack % and asserts
 //! the bounds the design promises. Not run under valgrind (the first-fit scan
-//! is O(buffers) per allocation); `tests/arena.rs` replays a prefix there.
+//! is O(buffers) per allocation); `tests/arena/arena.rs` replays a prefix there.
 
 use tonic_hotpath::arena::MonotonicArena;
 use tonic_hotpath::arena::replay::{Workload, slack_percent};

@@ -1,0 +1,17 @@
+//! The arena tests, one binary (`cargo test --test arena`), each former
+//! test file a module. `.ci/run` runs this binary under valgrind, without
+//! `arena_oom` and `arena_replay` (see their docs).
+
+#[path = "../alloc_count/mod.rs"]
+mod alloc_count;
+
+/// For `arena_alloc_count`; it counts per thread, so the other tests of
+/// this binary, running in parallel, do not disturb its counts.
+#[global_allocator]
+static GLOBAL: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
+
+mod arena;
+mod arena_alloc_count;
+mod arena_oom;
+#[cfg(feature = "bench-internals")]
+mod arena_replay;
