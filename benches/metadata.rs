@@ -19,7 +19,7 @@
 //!   chains of 2 to 50 entries (see `metadata_layer/mod.rs` for the rows).
 //!
 //! Allocation counts per operation are asserted and printed by
-//! `cargo test --test metadata_alloc -- --nocapture`.
+//! `cargo test --test metadata metadata_alloc -- --nocapture`.
 //!
 //! Run: `cargo bench --bench metadata`.
 

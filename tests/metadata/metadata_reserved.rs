@@ -4,7 +4,7 @@
 //! incoming map (issue #12, items 2 and 3).
 #![cfg(feature = "grpc")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

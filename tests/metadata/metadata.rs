@@ -3,7 +3,7 @@
 //! client. The server echoes back every `x-` metadata pair it received.
 #![cfg(feature = "grpc")]
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 
