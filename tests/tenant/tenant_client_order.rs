@@ -7,7 +7,7 @@
 //! (issue #18, item 8).
 #![cfg(feature = "grpc")]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,9 +2,8 @@
 //! call ends: a client cancel, a deadline, a handler error, a response
 //! stream dropped by the client; each time the tenant has its full limit
 //! again. Real tonic server and client on 127.0.0.1.
-mod limits_support;
-mod stacks;
-mod support;
+use crate::limits_support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! gRPC status.
 #![cfg(feature = "grpc")]
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! in-flight and rate limits under concurrent calls, other tenants
 //! unaffected, limits changed while calls run, either order with
 //! `RequireOrgIdLayer`, federated ids, per-method scope and plain HTTP.
-mod limits_support;
-mod stacks;
-mod support;
+use crate::limits_support;
+use crate::stacks;
+use crate::support;
 
 use limits_support::{FAIL, HOLD, burst, call, client, count, outcomes, serve, wait_for};
 use tonic::Code;

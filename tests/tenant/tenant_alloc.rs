@@ -1,7 +1,7 @@
 //! Allocation counts of org-id extraction, of the server layer and of the
 //! client layers, on headers built the way h2 decodes them off the wire
 //! (counting allocator).
-mod tenant_support;
+use crate::tenant_support;
 
 use std::convert::Infallible;
 use std::future::ready;
@@ -9,15 +9,12 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use http::{Request, Response};
-use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
+use tenant_support::{NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
 use tonic_hotpath::tenant::{self, INLINE_CAPACITY, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::{BoxError, Layer, Service, ServiceBuilder, service_fn};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn metadata(org_id: &str) -> MetadataMap {
     MetadataMap::from_headers(wire_headers(org_id))

@@ -2,9 +2,7 @@
 //! while a real tonic server on 127.0.0.1 serves: a good file is applied,
 //! a bad one keeps the last good limits and reports its error, and the
 //! next good one is picked up on the next check.
-mod limits_support;
-mod stacks;
-mod support;
+use crate::limits_support;
 
 use std::path::PathBuf;
 use std::time::Duration;

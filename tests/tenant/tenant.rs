@@ -1,5 +1,5 @@
 //! `tenant` over a real tonic server and client on 127.0.0.1 (TCP).
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

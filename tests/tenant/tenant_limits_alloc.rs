@@ -1,15 +1,12 @@
 //! Allocations of `TenantLimitLayer` per call (counting allocator), on
 //! requests as tonic hands them to a layer: none for an admitted call of a
 //! known tenant, alone or under `RequireOrgIdLayer`.
-mod tenant_support;
+use crate::tenant_support;
 
-use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request};
+use tenant_support::{NoOp, allocations, call, tonic_request};
 use tonic_hotpath::tenant::RequireOrgIdLayer;
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 use tower::{Layer, ServiceBuilder};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Limits a call never reaches: every call admitted and counted.
 fn generous() -> Limits {

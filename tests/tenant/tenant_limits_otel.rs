@@ -1,10 +1,8 @@
 //! `LimitMetrics` (feature `otel`): `TenantLimitLayer`'s refusals on a
 //! real tonic server on 127.0.0.1, counted by tenant and reason in the
 //! OpenTelemetry SDK, the tenant attribute under its cardinality guard.
-mod limits_support;
-mod otel_support;
-mod stacks;
-mod support;
+use crate::limits_support;
+use crate::otel_support;
 
 use limits_support::{call, client, serve};
 use otel_support::Sdk;

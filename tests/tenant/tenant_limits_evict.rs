@@ -3,8 +3,7 @@
 //! sweep), and a flood of 100 000 distinct org ids leaves the tracked
 //! tenants bounded and the limits of real tenants intact. In process:
 //! requests as tonic hands them to a layer, over an always-ready service.
-#[allow(unused_imports)] // its counting allocator is not used here
-mod tenant_support;
+use crate::tenant_support;
 
 use std::time::Duration;
 

@@ -1,0 +1,40 @@
+//! The tenant tests, one binary (`cargo test --test tenant`), each former
+//! test file a module: `tenant_limits_file` needs the `limits-file`
+//! feature and `tenant_limits_otel` the `otel` feature, so they are built
+//! only with it.
+
+#[path = "../go_interop/mod.rs"]
+mod go_interop;
+#[path = "../limits_support/mod.rs"]
+mod limits_support;
+#[cfg(feature = "otel")]
+#[path = "../otel_support/mod.rs"]
+mod otel_support;
+#[path = "../stacks/mod.rs"]
+mod stacks;
+#[path = "../support/mod.rs"]
+mod support;
+#[path = "../tenant_support/mod.rs"]
+mod tenant_support;
+
+/// For `tenant_alloc` and `tenant_limits_alloc`; it counts per thread, so
+/// the other tests of this binary, running in parallel, do not disturb
+/// their counts.
+#[global_allocator]
+static ALLOCATOR: tenant_support::CountingAllocator = tenant_support::CountingAllocator;
+
+mod tenant;
+mod tenant_alloc;
+mod tenant_client_order;
+mod tenant_limits;
+mod tenant_limits_alloc;
+mod tenant_limits_evict;
+#[cfg(feature = "limits-file")]
+mod tenant_limits_file;
+mod tenant_limits_interop_go;
+#[cfg(feature = "otel")]
+mod tenant_limits_otel;
+mod tenant_limits_release;
+mod tenant_plain_http;
+mod tenant_rules;
+mod tenant_server_order;
