@@ -2,7 +2,7 @@
 //! exact event sequences for every RPC kind, errors, deadlines,
 //! cancellation, handler counts and connection events.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -6,10 +6,10 @@
 //! Real tonic clients and servers on 127.0.0.1; the misbehaving peer is a
 //! raw `h2` server.
 
-mod h2_reply;
-mod stacks;
-mod stats_events;
-mod support;
+use crate::h2_reply;
+use crate::stacks;
+use crate::stats_events;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,11 +5,11 @@
 //! `OutPayload` do; a message that cannot be decompressed is an error on
 //! `End` with the code its receiver gave, not a size.
 
-mod compression_support;
-mod h2_reply;
-mod stacks;
-mod stats_events;
-mod support;
+use crate::compression_support;
+use crate::h2_reply;
+use crate::stacks;
+use crate::stats_events;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -10,8 +10,7 @@
 //! disagreements on corrupt input are measured and printed by
 //! `ruzstd_disagreements_on_mutated_messages`).
 
-#[path = "compression_support/mod.rs"]
-mod compression_support;
+use crate::compression_support;
 
 use compression_support::{
     DEFAULT_LIMIT, ENCODINGS, Rng, Verdict, compress, protobuf_like, read_all, reference_verdict,

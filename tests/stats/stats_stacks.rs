@@ -5,9 +5,9 @@
 //! connection wrappers, for TCP, TLS with client certificates and Unix
 //! sockets (item 6).
 
-mod stacks;
-mod stats_events;
-mod support;
+use crate::stacks;
+use crate::stats_events;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -2,9 +2,8 @@
 //! `CombinedLayer`, the request body a real `tonic::body::Body`) is
 //! recorded in `End::error`, never a panic, and `End` still comes once.
 
-mod stats_harness;
-#[allow(unused_imports)]
-mod support;
+use crate::stats_harness;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

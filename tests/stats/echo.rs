@@ -1,5 +1,5 @@
 //! The shared echo service works over real TCP for every RPC kind.
-mod support;
+use crate::support;
 
 use support::{EchoClient, EchoRequest};
 use tokio_stream::StreamExt;

@@ -2,25 +2,21 @@
 //! in process on the server stack (deterministic) and over loopback with a
 //! real client and server.
 
-mod stats_harness;
-mod support;
+use crate::stats_harness;
+use crate::support;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use stats_harness::{
-    CountingAllocator, allocations_per_call, allocations_per_in_process_rpc, combined,
-    current_thread_runtime, echo_transport, layered_echo_routes, loopback_client, one_rpc,
-    open_linked_connection,
+    allocations_per_call, allocations_per_in_process_rpc, combined, current_thread_runtime,
+    echo_transport, layered_echo_routes, loopback_client, one_rpc, open_linked_connection,
 };
 use support::{EchoClient, EchoServer, EchoService};
 use tonic::codegen::StdError;
 use tonic_hotpath::stats::{CombinedLayer, RpcInfo, ServerSide, StatsHandler};
 use tower::Layer;
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RPCS: u64 = 200;
 

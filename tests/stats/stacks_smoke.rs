@@ -3,8 +3,8 @@
 //! layer goes), so regression tests can put the crate's layers in the
 //! same places and compare.
 
-mod stacks;
-mod support;
+use crate::stacks;
+use crate::support;
 
 use std::net::SocketAddr;
 

@@ -2,7 +2,7 @@
 //! when any handler of the layer wants them, absent (no clock read) when
 //! every handler opts out with `PAYLOAD_TIMES = false`.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -4,19 +4,13 @@
 //! records are recycled per thread (no allocation per RPC on any thread,
 //! as on one), and nothing is left behind when the service goes away.
 
-mod stats_harness;
-mod support;
+use crate::stats_harness;
 
 use std::sync::Arc;
 
-use stats_harness::{
-    CountingAllocator, allocations_per_in_process_rpc, current_thread_runtime, layered_echo_routes,
-};
+use stats_harness::{allocations_per_in_process_rpc, current_thread_runtime, layered_echo_routes};
 use tonic::Code;
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const THREADS: usize = 4;
 const RPCS: u64 = 300;

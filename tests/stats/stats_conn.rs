@@ -4,7 +4,7 @@
 //! peer (also across a reconnect and on a lazy channel), and a server
 //! layer that only takes its own connections' state.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
