@@ -1,5 +1,5 @@
 // Command otel-go is grpc-go's side of tonic-hotpath's OpenTelemetry tracing
-// interop test (tests/otel_interop_go.rs). It runs grpc-go's own tracing
+// interop test (tests/otel/otel_interop_go.rs). It runs grpc-go's own tracing
 // (google.golang.org/grpc/stats/opentelemetry, gRFC A72) with either
 // propagator and prints every span it ends as one JSON line on stdout.
 //

@@ -5,11 +5,11 @@
 //! A72's message events carry `message-size` (uncompressed) and
 //! `message-size-compressed`, as grpc-go's do (item 3).
 
-mod compression_support;
-mod otel_harness;
-mod otel_support;
-mod stacks;
-mod support;
+use crate::compression_support;
+use crate::otel_harness;
+use crate::otel_support;
+use crate::stacks;
+use crate::support;
 
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::SpanData;

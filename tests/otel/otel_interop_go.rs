@@ -9,7 +9,7 @@
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
 //! the first build); without `go` the test prints why and passes.
 
-mod go_interop;
+use crate::go_interop;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -4,8 +4,8 @@
 //! both propagators, a server that calls another server continuing the
 //! trace, malformed propagation headers, and composition with other
 //! handlers and layers. Statuses and message events: `otel_tracing_status`.
-mod otel_harness;
-mod support;
+use crate::otel_harness;
+use crate::support;
 
 use otel_harness::*;
 

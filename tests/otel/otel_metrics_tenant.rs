@@ -5,8 +5,8 @@
 //! the method-proof rule with tenants; and 100 000 hostile ids driven
 //! through the handler in process.
 
-mod otel_support;
-mod support;
+use crate::otel_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

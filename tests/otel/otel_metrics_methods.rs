@@ -5,10 +5,8 @@
 //! handler. Against tonic's health service over 127.0.0.1, read back
 //! from the SDK's in-memory exporter.
 
-mod otel_support;
-// Its echo service is not used here: the health service is.
-#[allow(unused_imports)]
-mod support;
+use crate::otel_support;
+use crate::support;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -2,8 +2,8 @@
 //! over 127.0.0.1, read back from the OpenTelemetry SDK's in-memory
 //! exporter: names, units, attributes, bucket boundaries and values.
 
-mod otel_support;
-mod support;
+use crate::otel_support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,26 +4,22 @@
 //! driving the handler directly and on the server stack in process.
 //! Run with `--nocapture` to see the figures.
 
-mod otel_support;
-mod stats_harness;
-mod support;
+use crate::otel_support;
+use crate::stats_harness;
 
 use http::HeaderValue;
 use opentelemetry::metrics::NoopMeterProvider;
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
 use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use stats_harness::{
-    CountingAllocator, Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc,
-    call_in_process, current_thread_runtime, layered_echo_routes, unary_body, unary_request,
+    Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc, call_in_process,
+    current_thread_runtime, layered_echo_routes, unary_body, unary_request,
 };
 use std::time::Instant;
 
 use tonic::Code;
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, End, RpcEvent, RpcInfo, Side, StatsHandler};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RPCS: u64 = 200;
 

@@ -1,0 +1,34 @@
+//! The OpenTelemetry tests, one binary (`cargo test --test otel`), each
+//! former test file a module: `otel_stacks` needs the `bench-internals`
+//! feature, so it is built only with it.
+
+#[cfg(feature = "bench-internals")]
+#[path = "../compression_support/mod.rs"]
+mod compression_support;
+#[path = "../go_interop/mod.rs"]
+mod go_interop;
+#[path = "../otel_harness/mod.rs"]
+mod otel_harness;
+#[path = "../otel_support/mod.rs"]
+mod otel_support;
+#[path = "../stacks/mod.rs"]
+mod stacks;
+#[path = "../stats_harness/mod.rs"]
+mod stats_harness;
+#[path = "../support/mod.rs"]
+mod support;
+
+/// For `otel_metrics_alloc`; it counts per thread, so the other tests of
+/// this binary, running in parallel, do not disturb its counts.
+#[global_allocator]
+static ALLOCATOR: stats_harness::CountingAllocator = stats_harness::CountingAllocator;
+
+mod otel_interop_go;
+mod otel_metrics;
+mod otel_metrics_alloc;
+mod otel_metrics_methods;
+mod otel_metrics_tenant;
+#[cfg(feature = "bench-internals")]
+mod otel_stacks;
+mod otel_tracing;
+mod otel_tracing_status;
