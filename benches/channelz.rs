@@ -16,7 +16,7 @@
 //!
 //! Interleaved lines first (drift hits every variant alike), then the
 //! criterion rows. The multi-thread figure is the `channelz` mode of
-//! `benches/scale.rs`; memory per socket is `tests/channelz_alloc.rs`.
+//! `benches/scale.rs`; memory per socket is `tests/channelz/channelz_alloc.rs`.
 //!
 //! `cargo bench --bench channelz --features channelz -- --warm-up-time 1 --measurement-time 2`
 

@@ -18,7 +18,7 @@
 //! Each test runs on a current-thread runtime, one at a time; teardown
 //! waits for the stopped server and dropped channel to leave (they close
 //! when their layered services are dropped, whatever the runtime:
-//! `tests/channelz.rs` checks it on a multi-threaded one).
+//! `tests/channelz/channelz.rs` checks it on a multi-threaded one).
 
 mod channelz_interop;
 mod channelz_support;

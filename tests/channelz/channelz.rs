@@ -3,9 +3,9 @@
 //! deadline, streams), on the server, the channel, its subchannel and both
 //! sockets; TLS details; the admin services.
 
-mod channelz_support;
-mod stacks;
-mod support;
+use crate::channelz_support;
+use crate::stacks;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,18 +3,14 @@
 //! connection linked on both sides, so the sockets count too), and bytes
 //! per tracked socket, from a counting allocator.
 
-mod stats_harness;
-mod support;
+use crate::stats_harness;
 
 use stats_harness::{
-    CountingAllocator, Noop, allocations_per_call, current_thread_runtime, linked_loopback_client,
-    net_bytes_so_far, one_rpc,
+    Noop, allocations_per_call, current_thread_runtime, linked_loopback_client, net_bytes_so_far,
+    one_rpc,
 };
 use tonic_hotpath::channelz::{ChannelHandler, ServerHandler};
 use tonic_hotpath::stats::{ConnInfo, Side, StatsHandler};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const RPCS: u64 = 300;
 
