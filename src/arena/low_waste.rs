@@ -28,7 +28,7 @@
 //!
 //! On go-arena's replay workloads (100 000 allocations, 4 KiB buffers; see
 //! `src/arena/replay.rs`, feature `bench-internals`, and
-//! `tests/arena_replay.rs`), slack is
+//! `tests/arena/arena_replay.rs`), slack is
 //! `(cap - len) / cap`:
 //!
 //! | workload | cursor (default) | first fit (go-arena v1.2.0) | low-waste |

@@ -1,11 +1,14 @@
-//! Shared test, example and bench support: a small gRPC echo service.
+//! Shared test and bench support: a small gRPC echo service.
 //!
 //! The generated code in `echo_pb.rs` is checked in (regenerate it with
 //! `cargo run` in `tools/regen-echo`, which uses a vendored protoc), so
 //! neither users nor CI need protoc, and the library gains no build script.
 //!
-//! Include it from a test with `mod support;`, and from an example or a
-//! bench with `#[path = "../tests/support/mod.rs"] mod support;`.
+//! Include it from a part's test binary with
+//! `#[path = "../support/mod.rs"] mod support;`, and from a bench with
+//! `#[path = "../tests/support/mod.rs"] mod support;`. The quickstart
+//! example keeps its own copy of the generated unary part
+//! (`examples/quickstart/echo_pb.rs`), so a user can copy it alone.
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
