@@ -15,7 +15,7 @@ use super::record_ref::RecordRef;
 use super::recorder::RpcEvents;
 use super::status::transport_error_code;
 use crate::stats::StatsHandler;
-use crate::stats::event::{Direction, Payload, RpcError, Side};
+use crate::stats::event::{Direction, Payload, RpcError};
 use crate::stats::frame::FrameDecoder;
 
 pin_project! {
@@ -71,8 +71,8 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// it decodes (4 MiB by default), not what it sends.
     ///
     /// Compressed messages are decompressed when a handler asked for
-    /// their sizes, and on the client's response body, whose status is
-    /// tonic's decoder's verdict on them (on the server, a request the
+    /// their sizes, and in a body whose status is tonic's decoder's verdict
+    /// on them (the client's response; on the server, a request the
     /// service cannot decode ends with the status it answers, seen in its
     /// trailers).
     pub(crate) fn new(
@@ -86,8 +86,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
             Direction::Inbound => recorder.max_message_len(),
             Direction::Outbound => u32::MAX,
         };
-        let judged_by_decoder = direction == Direction::Inbound && recorder.side() == Side::Client;
-        let decompress = H::UNCOMPRESSED_SIZES || judged_by_decoder;
+        let decompress = H::UNCOMPRESSED_SIZES || recorder.judged_by_decoder(direction);
         Self {
             inner,
             messages: BodyMessages::new(limit, encoding, decompress),

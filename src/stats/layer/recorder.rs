@@ -31,14 +31,22 @@ pub(crate) struct RpcRecorder<H: StatsHandler> {
 
 /// What an RPC's events read but never change once it has begun.
 struct RpcSetup<H: StatsHandler> {
-    /// The layer's shared part: the handler, and the key of the free lists
-    /// the record returns to (see [`pool`](super::pool) for how the cycle
-    /// is broken).
-    shared: Arc<ServiceCore<H>>,
+    /// The service the record belongs to: the handler, and the key of the
+    /// free lists the record returns to (see
+    /// [`open_service`](super::open_service) for how the cycle is broken).
+    core: Arc<ServiceCore<H>>,
     side: Side,
     begin_time: Instant,
     deadline: Option<Instant>,
     max_message_len: u32,
+}
+
+impl<H: StatsHandler> RpcSetup<H> {
+    /// See [`RpcRecorder::judged_by_decoder`].
+    #[inline]
+    fn judged_by_decoder(&self, direction: Direction) -> bool {
+        self.side == Side::Client && direction == Direction::Inbound
+    }
 }
 
 /// What an RPC's events change: the handler states and the outcome.
@@ -83,12 +91,12 @@ impl<H: StatsHandler> RpcRecorder<H> {
     /// one. Also returns the context the handlers want the server's inner
     /// service to run in.
     pub(crate) fn begin(
-        shared: &Arc<ServiceCore<H>>,
+        core: &Arc<ServiceCore<H>>,
         info: &RpcInfo<'_>,
         conn: Option<&H::ConnState>,
         request_headers: &mut HeaderMap,
     ) -> (Arc<Self>, RpcContext) {
-        let handler = &*shared.handler;
+        let handler = &*core.handler;
         let begin_time = Instant::now();
         let mut state = handler.tag_rpc(info, conn);
         let begin = RpcEvent::Begin { time: begin_time };
@@ -110,7 +118,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         let deadline = find(request_headers, &GRPC_TIMEOUT)
             .and_then(|value| parse_grpc_timeout(value.as_bytes()))
             .and_then(|timeout| begin_time.checked_add(timeout));
-        let record = match Self::take_idle(shared) {
+        let record = match Self::take_idle(core) {
             Some(mut idle) => match Arc::get_mut(&mut idle) {
                 // Unshared (it was unique when returned, and taking it from
                 // the list is the only way to reach it), reset when it was
@@ -125,15 +133,15 @@ impl<H: StatsHandler> RpcRecorder<H> {
                         .state = state;
                     idle
                 }
-                None => Self::fresh(shared, info.side, begin_time, deadline, state),
+                None => Self::fresh(core, info.side, begin_time, deadline, state),
             },
-            None => Self::fresh(shared, info.side, begin_time, deadline, state),
+            None => Self::fresh(core, info.side, begin_time, deadline, state),
         };
         (record, context)
     }
 
     fn fresh(
-        shared: &Arc<ServiceCore<H>>,
+        core: &Arc<ServiceCore<H>>,
         side: Side,
         begin_time: Instant,
         deadline: Option<Instant>,
@@ -141,11 +149,11 @@ impl<H: StatsHandler> RpcRecorder<H> {
     ) -> Arc<Self> {
         Arc::new(Self {
             setup: RpcSetup {
-                shared: Arc::clone(shared),
+                core: Arc::clone(core),
                 side,
                 begin_time,
                 deadline,
-                max_message_len: shared.max_message_len,
+                max_message_len: core.max_message_len,
             },
             progress: Mutex::new(RpcProgress::new(state)),
         })
@@ -163,7 +171,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
 
     /// The service the record belongs to (whose free lists it returns to).
     pub(crate) fn core(&self) -> &ServiceCore<H> {
-        &self.setup.shared
+        &self.setup.core
     }
 
     /// An idle record of the service `core` from this thread's free list.
@@ -177,9 +185,14 @@ impl<H: StatsHandler> RpcRecorder<H> {
         self.setup.max_message_len
     }
 
-    /// The side this RPC is observed on.
-    pub(crate) fn side(&self) -> Side {
-        self.setup.side
+    /// Whether tonic's decoder on this side judges the messages of the
+    /// body going `direction`, so that the status the application sees
+    /// for a message it cannot receive (bad framing, a length over the
+    /// limit, a message that does not decompress) is the decoder's: the
+    /// client's response. On the server, the handler's answer decides.
+    #[inline]
+    pub(crate) fn judged_by_decoder(&self, direction: Direction) -> bool {
+        self.setup.judged_by_decoder(direction)
     }
 
     /// The direction of the response body on this side.
@@ -233,7 +246,7 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
     /// Hands `event` to the handlers.
     fn deliver(&mut self, event: &RpcEvent<'_>) {
         self.setup
-            .shared
+            .core
             .handler
             .handle_rpc(&mut self.progress.state, event);
     }
@@ -360,15 +373,16 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         self.progress.record_error(error, code);
     }
 
-    /// Records an error found in a body this side reads or writes. A
-    /// message the client cannot receive (bad framing, a length over the
-    /// limit, a message that does not decompress) is the status tonic's
-    /// decoder hands the caller at that point, whatever the server sends
-    /// after it; on the server, the handler's answer decides the status.
+    /// Records an error found in a body this side reads or writes. In a
+    /// body the decoder judges
+    /// ([`judged_by_decoder`](RpcRecorder::judged_by_decoder)), a message
+    /// it cannot receive is the status tonic hands the caller at that
+    /// point, whatever the server sends after it.
     pub(crate) fn record_body_error(&mut self, direction: Direction, error: RpcError) {
-        let code = match (self.setup.side, direction) {
-            (Side::Client, Direction::Inbound) => error.receiver_code(),
-            _ => None,
+        let code = if self.setup.judged_by_decoder(direction) {
+            error.receiver_code()
+        } else {
+            None
         };
         self.progress.record_error(error, code);
     }
@@ -465,7 +479,7 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             error: progress.error.as_ref(),
         };
         setup
-            .shared
+            .core
             .handler
             .handle_rpc(&mut progress.state, &RpcEvent::End(end));
     }
