@@ -231,7 +231,7 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
 
     /// What one layered service shares with its clones and RPCs (the key
     /// of its per-thread free lists of records).
-    fn shared(&self, registry: Option<Arc<ConnRegistry<H>>>) -> Arc<OpenService<H>> {
+    fn open_service(&self, registry: Option<Arc<ConnRegistry<H>>>) -> Arc<OpenService<H>> {
         Arc::new(OpenService::new(ServiceCore::new(
             Arc::clone(&self.handler),
             self.max_message_len,
@@ -270,7 +270,7 @@ impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
         let registry = needs_conn_state::<H>().then(|| self.registry());
         ServerStats {
             inner,
-            shared: self.shared(registry),
+            service: self.open_service(registry),
         }
     }
 }
@@ -281,7 +281,7 @@ impl<S: ClientTransport, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSi
     fn layer(&self, inner: S) -> Self::Service {
         ClientStats {
             inner,
-            shared: self.shared(None),
+            service: self.open_service(None),
             link: LinkedConn::new(self.link()),
         }
     }
@@ -292,7 +292,7 @@ macro_rules! stats_service {
         $(#[$doc])*
         pub struct $name<S, H: StatsHandler> {
             inner: S,
-            shared: Arc<OpenService<H>>,
+            service: Arc<OpenService<H>>,
             $($($(#[$field_doc])* $field: $ty,)*)?
         }
 
@@ -300,7 +300,7 @@ macro_rules! stats_service {
             fn clone(&self) -> Self {
                 Self {
                     inner: self.inner.clone(),
-                    shared: Arc::clone(&self.shared),
+                    service: Arc::clone(&self.service),
                     $($($field: self.$field.clone(),)*)?
                 }
             }
@@ -310,8 +310,8 @@ macro_rules! stats_service {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($name))
                     .field("inner", &self.inner)
-                    .field("handler", &self.shared.handler)
-                    .field("max_message_len", &self.shared.max_message_len)
+                    .field("handler", &self.service.handler)
+                    .field("max_message_len", &self.service.max_message_len)
                     .finish()
             }
         }
@@ -368,14 +368,14 @@ where
         };
         // The connection this layer's incoming stream accepted the request
         // on, when the handlers keep connection state.
-        let conn = match &self.shared.registry {
+        let conn = match &self.service.registry {
             Some(registry) => {
                 ConnKey::of_request(&parts.extensions).and_then(|key| registry.get(&key))
             }
             None => None,
         };
         let (recorder, context) = RecordRef::begin(
-            &self.shared,
+            &self.service,
             &info,
             conn.as_ref().map(ConnTag::state),
             &mut parts.headers,
@@ -425,7 +425,7 @@ where
             extensions: None,
         };
         let (recorder, context) = RecordRef::begin(
-            &self.shared,
+            &self.service,
             &info,
             conn.map(ConnTag::state),
             &mut parts.headers,

@@ -32,21 +32,11 @@ pub(crate) struct OpenService<H: StatsHandler>(Arc<ServiceCore<H>>);
 
 impl<H: StatsHandler> OpenService<H> {
     /// Opens a layered service on `core` ([`StatsHandler::service_created`]).
-    pub(crate) fn new(shared: ServiceCore<H>) -> Self {
-        shared.handler.service_created();
-        Self(Arc::new(shared))
+    pub(crate) fn new(core: ServiceCore<H>) -> Self {
+        core.handler.service_created();
+        Self(Arc::new(core))
     }
-}
 
-impl<H: StatsHandler> Deref for OpenService<H> {
-    type Target = Arc<ServiceCore<H>>;
-
-    fn deref(&self) -> &Arc<ServiceCore<H>> {
-        &self.0
-    }
-}
-
-impl<H: StatsHandler> OpenService<H> {
     /// Empties this thread's free list of this service.
     fn take_all_idle(&self) -> Vec<Arc<RpcRecorder<H>>> {
         std::iter::from_fn(|| RpcRecorder::take_idle(&self.0)).collect()
@@ -57,6 +47,14 @@ impl<H: StatsHandler> OpenService<H> {
     #[cfg(test)]
     pub(crate) fn idle_len(&self) -> usize {
         idle::len::<RpcRecorder<H>>(self.0.key())
+    }
+}
+
+impl<H: StatsHandler> Deref for OpenService<H> {
+    type Target = Arc<ServiceCore<H>>;
+
+    fn deref(&self) -> &Arc<ServiceCore<H>> {
+        &self.0
     }
 }
 
