@@ -47,8 +47,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use flate2::write::GzEncoder;
 use http::HeaderValue;
 use in_process::{
-    CALLS_PER_ROUND, in_process, in_process_with, round, round_with, service_round,
-    service_round_with,
+    CALLS_PER_ROUND, in_process, in_process_with, round, round_with, service_in_process,
+    service_round, service_round_with,
 };
 use interleaved::Round;
 use opentelemetry::metrics::NoopMeterProvider;
@@ -61,8 +61,7 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExpor
 use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use prost::Message;
 use stats_harness::{
-    CountingAllocator, Noop, UNARY_PATH, call_in_process, current_thread_runtime, echo_transport,
-    unary_request,
+    CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request,
 };
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
@@ -420,16 +419,20 @@ fn server_gzip(c: &mut Criterion) {
     drop(variants);
 
     let mut group = c.benchmark_group("otel/in_process_server_unary_gzip_64k");
-    gzip_row(&mut group, &rt, "no_layer", gzip_routes(Identity::new()));
-    let name = "combined_two_noop_handlers";
-    gzip_row(&mut group, &rt, name, gzip_routes(two_noops()));
-    gzip_row(&mut group, &rt, "otel_metrics", gzip_routes(metrics_only()));
-    gzip_row(
-        &mut group,
+    let g = &mut group;
+    service_in_process(
+        g,
         &rt,
-        "otel_metrics_tracing",
-        gzip_routes(traced()),
+        "no_layer",
+        gzip_routes(Identity::new()),
+        gzip_request,
     );
+    let name = "combined_two_noop_handlers";
+    service_in_process(g, &rt, name, gzip_routes(two_noops()), gzip_request);
+    let name = "otel_metrics";
+    service_in_process(g, &rt, name, gzip_routes(metrics_only()), gzip_request);
+    let name = "otel_metrics_tracing";
+    service_in_process(g, &rt, name, gzip_routes(traced()), gzip_request);
     group.finish();
 }
 
@@ -474,30 +477,6 @@ fn gzip_request(_: &Bytes) -> http::Request<tonic::body::Body> {
         .headers_mut()
         .insert("grpc-encoding", HeaderValue::from_static("gzip"));
     request
-}
-
-/// One criterion row of [`server_gzip`].
-fn gzip_row<S, B>(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    rt: &tokio::runtime::Runtime,
-    name: &str,
-    service: S,
-) where
-    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    assert_eq!(
-        rt.block_on(call_in_process(&service, gzip_request(&GZIP_BODY))),
-        Some(0),
-        "{name}: the gzip call must succeed"
-    );
-    group.bench_function(name, |b| {
-        b.to_async(rt).iter(|| async {
-            black_box(call_in_process(&service, gzip_request(&GZIP_BODY)).await)
-        });
-    });
 }
 
 criterion_group!(benches, server, client, handler, server_gzip);

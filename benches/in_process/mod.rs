@@ -63,7 +63,24 @@ pub fn in_process_with<L, B>(
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let service = layered_echo_routes(layer);
+    service_in_process(group, rt, name, layered_echo_routes(layer), request);
+}
+
+/// A criterion row of in-process unary calls to `service` (a server stack
+/// over the echo routes), each request made by `request`, after printing
+/// its allocations per RPC.
+pub fn service_in_process<S, B>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    name: &str,
+    service: S,
+    request: MakeRequest,
+) where
+    S: Service<Request<tonic::body::Body>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
     let body = unary_body("hello");
     let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
         let request = request(&body);
