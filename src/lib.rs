@@ -27,6 +27,9 @@ pub mod otel;
 #[cfg(feature = "channelz")]
 pub mod channelz;
 
+#[cfg(feature = "binlog")]
+pub mod binlog;
+
 #[cfg(feature = "arena")]
 #[allow(unsafe_code)]
 pub mod arena;

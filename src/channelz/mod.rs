@@ -89,7 +89,7 @@ mod socket;
 
 /// The generated messages, client and server of `grpc.channelz.v1`
 /// (from grpc-proto's `channelz.proto`, regenerated with
-/// `tools/gen-channelz`).
+/// `tools/gen-protos`).
 #[allow(missing_docs, clippy::all, clippy::pedantic, rustdoc::all)]
 pub mod proto {
     include!("generated/grpc.channelz.v1.rs");
