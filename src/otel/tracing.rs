@@ -340,7 +340,7 @@ fn span_name(prefix: &str, method: &str) -> String {
 /// `stats/opentelemetry/trace.go`). The layer measures every message's
 /// uncompressed size for this handler (`UNCOMPRESSED_SIZES`); a payload
 /// without one (built by hand) gets no `message-size`.
-fn message_event(span: &Context, name: &'static str, sequence: &mut i64, payload: &Payload) {
+fn message_event(span: &Context, name: &'static str, sequence: &mut i64, payload: &Payload<'_>) {
     let mut attributes = Vec::with_capacity(3);
     attributes.push(KeyValue::new("sequence-number", *sequence));
     if let Some(length) = payload.length {

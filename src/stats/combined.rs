@@ -64,6 +64,8 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
     type ConnState = (A::ConnState, B::ConnState);
     const PAYLOAD_TIMES: bool = A::PAYLOAD_TIMES || B::PAYLOAD_TIMES;
     const UNCOMPRESSED_SIZES: bool = A::UNCOMPRESSED_SIZES || B::UNCOMPRESSED_SIZES;
+    const MESSAGE_DATA: bool = A::MESSAGE_DATA || B::MESSAGE_DATA;
+    const HALF_CLOSE: bool = A::HALF_CLOSE || B::HALF_CLOSE;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (
@@ -128,6 +130,8 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
     type ConnState = H::ConnState;
     const PAYLOAD_TIMES: bool = H::PAYLOAD_TIMES;
     const UNCOMPRESSED_SIZES: bool = H::UNCOMPRESSED_SIZES;
+    const MESSAGE_DATA: bool = H::MESSAGE_DATA;
+    const HALF_CLOSE: bool = H::HALF_CLOSE;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (**self).tag_rpc(info, conn)

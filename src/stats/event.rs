@@ -9,6 +9,7 @@ use http::HeaderMap;
 use tonic::Code;
 
 use super::frame::FrameError;
+use super::message_data::MessageData;
 #[cfg(doc)]
 use crate::stats::StatsHandler;
 
@@ -32,6 +33,9 @@ pub struct RpcInfo<'a> {
     pub side: Side,
     /// The full method name as in the request path, e.g. `/pkg.Service/Method`.
     pub method: &'a str,
+    /// The request's authority (HTTP/2 `:authority`, the server's host and
+    /// port as the client addressed it), when it has one.
+    pub authority: Option<&'a str>,
     /// The peer's address, where known: on the server, the client's
     /// address (TCP connections); on the client, the server's address when
     /// the channel was built with the layer's connector and a connection
@@ -64,6 +68,7 @@ impl<'a> RpcInfo<'a> {
         Self {
             side,
             method,
+            authority: None,
             peer_addr: None,
             local_addr: None,
             extensions: None,
@@ -143,7 +148,7 @@ pub enum ConnEvent {
 /// [`End::error`], as the receiver's decoder reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Payload {
+pub struct Payload<'a> {
     /// The message's length, uncompressed (grpc-go `Length`), without
     /// gRPC's 5-byte prefix. Always `Some` for a message sent
     /// uncompressed (it is then `compressed_length`). For a compressed
@@ -167,9 +172,13 @@ pub struct Payload {
     /// layer asked for payload times
     /// ([`StatsHandler::PAYLOAD_TIMES`]).
     pub time: Option<Instant>,
+    /// The message's bytes, uncompressed (grpc-go `Data`, decompressed):
+    /// `Some` when a handler of the layer asked for them
+    /// ([`StatsHandler::MESSAGE_DATA`]), else `None`.
+    pub data: Option<MessageData<'a>>,
 }
 
-impl Payload {
+impl<'a> Payload<'a> {
     /// A message of `length` bytes sent uncompressed: for driving a handler
     /// in a test (the layer builds the real ones).
     ///
@@ -213,6 +222,7 @@ impl Payload {
             wire_length: u64::from(compressed_length) + super::frame::PREFIX_LEN as u64,
             compressed,
             time: None,
+            data: None,
         }
     }
 
@@ -221,6 +231,28 @@ impl Payload {
     pub fn with_time(mut self, time: Option<Instant>) -> Self {
         self.time = time;
         self
+    }
+
+    /// The same message, with its bytes.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use tonic_hotpath::stats::{MessageData, Payload};
+    ///
+    /// let bytes = [Bytes::from_static(b"hi")];
+    /// let payload = Payload::uncompressed(2).with_data(Some(MessageData::new(&bytes)));
+    /// assert_eq!(payload.data.unwrap().to_bytes(), "hi");
+    /// ```
+    #[must_use]
+    pub fn with_data<'b>(self, data: Option<MessageData<'b>>) -> Payload<'b> {
+        Payload {
+            length: self.length,
+            compressed_length: self.compressed_length,
+            wire_length: self.wire_length,
+            compressed: self.compressed,
+            time: self.time,
+            data,
+        }
     }
 }
 
@@ -393,9 +425,18 @@ pub enum RpcEvent<'a> {
     /// Headers sent: request headers (client) or response headers (server).
     OutHeader(&'a HeaderMap),
     /// A message received.
-    InPayload(Payload),
+    InPayload(Payload<'a>),
     /// A message sent.
-    OutPayload(Payload),
+    OutPayload(Payload<'a>),
+    /// The client finished sending (grpc-go's `CloseSend`): on the
+    /// server, the request body ended as the service read it; on the
+    /// client, the request body ended as it was sent. Delivered only when
+    /// a handler of the layer asks ([`StatsHandler::HALF_CLOSE`]), once
+    /// at most, between the payload events.
+    HalfClose {
+        /// When the end was seen.
+        time: Instant,
+    },
     /// Trailers received (client).
     InTrailer(&'a HeaderMap),
     /// Trailers sent (server).

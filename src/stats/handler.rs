@@ -92,6 +92,21 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// known and given as `Some`.
     const UNCOMPRESSED_SIZES: bool = false;
 
+    /// Whether this handler reads the bytes of each message
+    /// ([`Payload::data`]), as a binary logger does. When some handler of
+    /// the layer asks, every payload event carries the message,
+    /// uncompressed: the body's own buffers, shared (no copy), for a
+    /// message sent uncompressed; decompressed for a compressed one, which
+    /// costs a decoding of it (as [`UNCOMPRESSED_SIZES`](Self::UNCOMPRESSED_SIZES),
+    /// which this implies for the messages it sees). When none asks,
+    /// [`Payload::data`] is `None` and the layer keeps no message bytes.
+    const MESSAGE_DATA: bool = false;
+
+    /// Whether this handler observes [`RpcEvent::HalfClose`] (the client
+    /// finished sending). Delivered only when some handler of the layer
+    /// asks: other handlers do not pay for the extra event.
+    const HALF_CLOSE: bool = false;
+
     /// Creates the per-RPC state. `conn` is this handler's state for the
     /// RPC's connection: on the server when it is served from the layer's
     /// [`StatsIncoming`] (`layer.incoming_tcp(..)`, TCP with or without

@@ -155,10 +155,14 @@ pub(crate) mod counter;
 mod event;
 pub mod frame;
 mod handler;
+mod message_data;
 // The tower layer (layer, service, future, body, per-RPC record) and the
 // connection tracking its RPCs are linked to.
 mod conn;
 mod layer;
+
+#[cfg(feature = "binlog")]
+pub(crate) use layer::headers::{parse_grpc_timeout, percent_decode};
 
 pub use combined::Combined;
 pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
@@ -172,3 +176,4 @@ pub use layer::{
     BoxError, ClientSide, ClientStats, ClientTransport, CombinedLayer, ObservedBody,
     ResponseFuture, ServerSide, ServerStats,
 };
+pub use message_data::MessageData;

@@ -40,7 +40,7 @@ fn ours(encoding: CompressionEncoding) -> Encoding {
 
 /// The payload of an echo message of `message` sent compressed with
 /// `encoding`, as tonic compresses it.
-fn compressed_payload(encoding: CompressionEncoding, message: &str) -> Payload {
+fn compressed_payload(encoding: CompressionEncoding, message: &str) -> Payload<'static> {
     let encoded = EchoRequest {
         message: message.to_owned(),
     }
@@ -326,7 +326,7 @@ async fn unasked_compressed_messages_carry_exact_compressed_lengths_only() {
         client_log.0.wait_for_ends(1).await;
         let measured = compressed_payload(encoding, &message);
         let unmeasured = Payload::compressed_unmeasured(measured.compressed_length);
-        let payloads = |log: &Unasked| -> Vec<(bool, Payload)> { log.0.payloads() };
+        let payloads = |log: &Unasked| -> Vec<(bool, Payload<'static>)> { log.0.payloads() };
         assert_eq!(
             payloads(&server_log),
             [(true, unmeasured), (false, unmeasured)],

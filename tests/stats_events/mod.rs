@@ -25,8 +25,8 @@ pub enum Ev {
     Begin,
     InHeader,
     OutHeader,
-    InPayload(Payload),
-    OutPayload(Payload),
+    InPayload(Payload<'static>),
+    OutPayload(Payload<'static>),
     InTrailer,
     OutTrailer,
     End {
@@ -98,8 +98,8 @@ impl StatsHandler for EventLog {
             RpcEvent::Begin { .. } => Ev::Begin,
             RpcEvent::InHeader(_) => Ev::InHeader,
             RpcEvent::OutHeader(_) => Ev::OutHeader,
-            RpcEvent::InPayload(p) => Ev::InPayload(p.with_time(None)),
-            RpcEvent::OutPayload(p) => Ev::OutPayload(p.with_time(None)),
+            RpcEvent::InPayload(p) => Ev::InPayload(p.with_time(None).with_data(None)),
+            RpcEvent::OutPayload(p) => Ev::OutPayload(p.with_time(None).with_data(None)),
             RpcEvent::InTrailer(_) => Ev::InTrailer,
             RpcEvent::OutTrailer(_) => Ev::OutTrailer,
             RpcEvent::End(end) => Ev::End {
@@ -173,7 +173,7 @@ impl EventLog {
     }
 
     /// Every payload event: (inbound?, payload).
-    pub fn payloads(&self) -> Vec<(bool, Payload)> {
+    pub fn payloads(&self) -> Vec<(bool, Payload<'static>)> {
         let events = self.events.lock().unwrap();
         let payloads = events.iter().filter_map(|(_, ev)| match ev {
             Ev::InPayload(p) => Some((true, *p)),

@@ -13,8 +13,8 @@ impl Decoders {
     pub(super) fn gzip<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
         let mut input = Input::new(pieces, FLATE_WINDOW, &mut self.spill);
         // `GzDecoder::new` parses the header at once; its error is the
         // first read's.
@@ -27,14 +27,13 @@ impl Decoders {
             none => none.insert(Decompress::new(false)),
         };
         let mut crc = Crc::new();
-        let mut count = Count::new(limit);
         loop {
             let read = inflate_read(&mut input, inflate, &mut self.out)?;
             if read == 0 {
                 break;
             }
             crc.update(&self.out[..read]);
-            count.add(read)?;
+            count.add(&self.out[..read])?;
         }
         // The trailer: CRC-32 and length (mod 2^32) of the output; any
         // bytes after it are ignored (`GzDecoder` reads one member).
@@ -44,15 +43,15 @@ impl Decoders {
         if sum != crc.sum().to_le_bytes() || amount != crc.amount().to_le_bytes() {
             return Err(gzip_corrupt().into());
         }
-        Ok(count.total)
+        Ok(())
     }
 
     /// tonic: `std::io::copy(&mut ZlibDecoder::new(bytes), &mut limited)`.
     pub(super) fn deflate<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
         let Self {
             out,
             spill,
@@ -67,13 +66,12 @@ impl Decoders {
             none => none.insert(Decompress::new(true)),
         };
         let mut input = Input::new(pieces, FLATE_WINDOW, spill);
-        let mut count = Count::new(limit);
         loop {
             let read = inflate_read(&mut input, inflate, out)?;
             if read == 0 {
-                return Ok(count.total);
+                return Ok(());
             }
-            count.add(read)?;
+            count.add(&out[..read])?;
         }
     }
 }

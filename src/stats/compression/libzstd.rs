@@ -13,9 +13,9 @@ impl Decoders {
     pub(super) fn libzstd<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
-        let result = self.libzstd_decode(pieces, limit);
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
+        let result = self.libzstd_decode(pieces, count);
         // A frame's header makes the context allocate buffers for the
         // window it declares (up to 128 MiB): those are not kept.
         if self
@@ -32,8 +32,8 @@ impl Decoders {
     fn libzstd_decode<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
         use zstd::zstd_safe::DCtx;
         let context = match &mut self.libzstd {
             Some(context) => context,
@@ -43,13 +43,12 @@ impl Decoders {
         };
         let input = Input::new(pieces, DCtx::in_size(), &mut self.spill);
         let mut decoder = zstd::stream::read::Decoder::with_context(input, context);
-        let mut count = Count::new(limit);
         loop {
             let read = decoder.read(&mut self.out)?;
             if read == 0 {
-                return Ok(count.total);
+                return Ok(());
             }
-            count.add(read)?;
+            count.add(&self.out[..read])?;
         }
     }
 }

@@ -216,7 +216,20 @@ pub fn uncompressed_len<P: AsRef<[u8]>>(
     pieces: &[P],
     limit: u32,
 ) -> Result<u32, DecompressError> {
-    with_decoders(|decoders| decoders.decode(encoding, pieces, limit))
+    with_decoders(|decoders| decoders.decode(encoding, pieces, Count::new(limit))).map(|c| c.total)
+}
+
+/// One compressed message, decompressed (with the same decoders and
+/// verdicts as [`uncompressed_len`]): its bytes, at most `limit` of them,
+/// kept in one buffer that grows with what is decoded (never sized by
+/// what the message declares).
+pub(crate) fn decompress<P: AsRef<[u8]>>(
+    encoding: Encoding,
+    pieces: &[P],
+    limit: u32,
+) -> Result<Vec<u8>, DecompressError> {
+    with_decoders(|decoders| decoders.decode(encoding, pieces, Count::keeping(limit)))
+        .map(|count| count.kept.unwrap_or_default())
 }
 
 /// [`uncompressed_len`] for zstd with `ruzstd`, whichever decoder
@@ -241,13 +254,17 @@ pub fn uncompressed_len<P: AsRef<[u8]>>(
 /// - Cost: 3 to 5 times the C library's decode time (BENCHMARKS.md).
 #[cfg(feature = "bench-internals")]
 pub fn ruzstd_len<P: AsRef<[u8]>>(pieces: &[P], limit: u32) -> Result<u32, DecompressError> {
-    with_decoders(|decoders| decoders.ruzstd(pieces, limit))
+    let mut count = Count::new(limit);
+    with_decoders(|decoders| decoders.ruzstd(pieces, &mut count))?;
+    Ok(count.total)
 }
 
 /// [`uncompressed_len`] for zstd with the zstd C library (tonic's decoder).
 #[cfg(all(feature = "zstd", feature = "bench-internals"))]
 pub fn libzstd_len<P: AsRef<[u8]>>(pieces: &[P], limit: u32) -> Result<u32, DecompressError> {
-    with_decoders(|decoders| decoders.libzstd(pieces, limit))
+    let mut count = Count::new(limit);
+    with_decoders(|decoders| decoders.libzstd(pieces, &mut count))?;
+    Ok(count.total)
 }
 
 /// [`uncompressed_len`] with decoders made for this one message and
@@ -258,7 +275,9 @@ pub fn uncompressed_len_fresh<P: AsRef<[u8]>>(
     pieces: &[P],
     limit: u32,
 ) -> Result<u32, DecompressError> {
-    Decoders::new().decode(encoding, pieces, limit)
+    Decoders::new()
+        .decode(encoding, pieces, Count::new(limit))
+        .map(|count| count.total)
 }
 
 thread_local! {
@@ -305,39 +324,84 @@ impl Decoders {
         }
     }
 
-    /// One message's uncompressed length with these decoders: zstd with
-    /// the C library under feature `zstd`, else with `ruzstd`.
+    /// One message decoded with these decoders into `count` (zstd with
+    /// the C library under feature `zstd`, else with `ruzstd`).
     fn decode<P: AsRef<[u8]>>(
         &mut self,
         encoding: Encoding,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
+        mut count: Count,
+    ) -> Result<Count, DecompressError> {
         match encoding {
-            Encoding::Gzip => self.gzip(pieces, limit),
-            Encoding::Deflate => self.deflate(pieces, limit),
+            Encoding::Gzip => self.gzip(pieces, &mut count),
+            Encoding::Deflate => self.deflate(pieces, &mut count),
             #[cfg(feature = "zstd")]
-            Encoding::Zstd => self.libzstd(pieces, limit),
+            Encoding::Zstd => self.libzstd(pieces, &mut count),
             #[cfg(not(feature = "zstd"))]
-            Encoding::Zstd => self.ruzstd(pieces, limit),
-        }
+            Encoding::Zstd => self.ruzstd(pieces, &mut count),
+        }?;
+        Ok(count)
     }
 }
 
 /// The running total, checked against the limit as tonic's limited buffer
-/// checks each write.
+/// checks each write; and the decoded bytes, when they are kept.
 struct Count {
     total: u32,
     limit: u32,
+    kept: Option<Vec<u8>>,
 }
 
 impl Count {
+    /// Counts, keeps nothing.
     fn new(limit: u32) -> Self {
-        Self { total: 0, limit }
+        Self {
+            total: 0,
+            limit,
+            kept: None,
+        }
+    }
+
+    /// Counts and keeps what is decoded.
+    fn keeping(limit: u32) -> Self {
+        Self {
+            kept: Some(Vec::new()),
+            ..Self::new(limit)
+        }
+    }
+
+    /// A count for one part of the output (a zstd frame), up to `limit`,
+    /// keeping its bytes if this one keeps: see [`append`](Self::append).
+    #[cfg(any(not(feature = "zstd"), feature = "bench-internals"))]
+    fn frame(&self, limit: u32) -> Self {
+        Self {
+            kept: self.kept.as_ref().map(|_| Vec::new()),
+            ..Self::new(limit)
+        }
+    }
+
+    /// Adds a part counted by [`frame`](Self::frame).
+    #[cfg(any(not(feature = "zstd"), feature = "bench-internals"))]
+    fn append(&mut self, part: Count) -> Result<(), DecompressError> {
+        self.add_len(part.total as usize)?;
+        if let (Some(kept), Some(part)) = (&mut self.kept, part.kept) {
+            kept.extend_from_slice(&part);
+        }
+        Ok(())
+    }
+
+    /// Counts (and keeps, if keeping) `decoded`.
+    #[inline]
+    fn add(&mut self, decoded: &[u8]) -> Result<(), DecompressError> {
+        self.add_len(decoded.len())?;
+        if let Some(kept) = &mut self.kept {
+            kept.extend_from_slice(decoded);
+        }
+        Ok(())
     }
 
     #[inline]
-    fn add(&mut self, read: usize) -> Result<(), DecompressError> {
+    fn add_len(&mut self, read: usize) -> Result<(), DecompressError> {
         match u32::try_from(read)
             .ok()
             .and_then(|read| self.total.checked_add(read))

@@ -18,13 +18,13 @@ impl Decoders {
     pub(super) fn ruzstd<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
-        let result = self.ruzstd_decode(pieces, limit);
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
+        let result = self.ruzstd_decode(pieces, count);
         // The decoder's buffer grows with what it decodes (up to the
         // window): a large one is not kept.
-        let small = matches!(result, Ok(len) if len as usize <= RETAINED_MAX);
-        if !small && limit as usize > RETAINED_MAX {
+        let small = result.is_ok() && count.total as usize <= RETAINED_MAX;
+        if !small && count.limit as usize > RETAINED_MAX {
             self.ruzstd = None;
         }
         result
@@ -33,9 +33,10 @@ impl Decoders {
     fn ruzstd_decode<P: AsRef<[u8]>>(
         &mut self,
         pieces: &[P],
-        limit: u32,
-    ) -> Result<u32, DecompressError> {
+        count: &mut Count,
+    ) -> Result<(), DecompressError> {
         use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+        let limit = count.limit;
         let decoder = self.ruzstd.get_or_insert_with(|| {
             let mut decoder = FrameDecoder::new();
             decoder.set_max_window_size(ZSTD_MAX_WINDOW);
@@ -43,7 +44,6 @@ impl Decoders {
         });
         // ruzstd reads what it needs, block by block: no windows.
         let mut input = Input::new(pieces, 0, &mut self.spill);
-        let mut count = Count::new(limit);
         if input.len == 0 {
             return Err(incomplete_frame().into());
         }
@@ -86,11 +86,11 @@ impl Decoders {
             // the read's buffer in one pass, and hands nothing out unless
             // the whole frame is valid: count such a frame once verified.
             let one_pass = declared && content_size <= READ_LEN as u64;
-            let mut frame = if one_pass {
-                Count::new(READ_LEN as u32)
+            let mut frame = count.frame(if one_pass {
+                READ_LEN as u32
             } else {
-                Count::new(limit - count.total)
-            };
+                limit - count.total
+            });
             let drained = (|| {
                 while !decoder.is_finished() {
                     decoder
@@ -120,9 +120,9 @@ impl Decoders {
             if declared && u64::from(frame.total) != content_size {
                 return Err(zstd_error("Data corruption detected").into());
             }
-            count.add(frame.total as usize)?;
+            count.append(frame)?;
         }
-        Ok(count.total)
+        Ok(())
     }
 }
 
@@ -144,7 +144,7 @@ fn drain(
         if read == 0 {
             return Ok(());
         }
-        count.add(read)?;
+        count.add(&out[..read])?;
     }
 }
 

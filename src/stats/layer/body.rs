@@ -89,7 +89,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
         let decompress = H::UNCOMPRESSED_SIZES || recorder.judged_by_decoder(direction);
         Self {
             inner,
-            messages: BodyMessages::new(limit, encoding, decompress),
+            messages: BodyMessages::new(limit, encoding, decompress, H::MESSAGE_DATA),
             recorder: Some(recorder),
             direction,
             ends_rpc,
@@ -161,8 +161,13 @@ where
                 }
                 Some(Err(error)) => body_failed(this.recorder, error, direction, *this.ends_rpc),
                 // A request body that ends on a message boundary has
-                // nothing to report.
-                None if !*this.ends_rpc && this.messages.decoder().is_idle() => {}
+                // nothing to report but the client's half-close, to the
+                // handlers that asked for it.
+                None if !*this.ends_rpc && this.messages.decoder().is_idle() => {
+                    if H::HALF_CLOSE {
+                        half_close(this.recorder);
+                    }
+                }
                 None => body_complete(
                     this.recorder,
                     this.messages.decoder(),
@@ -193,10 +198,11 @@ fn observe_data<H: StatsHandler>(
     data: &Bytes,
     direction: Direction,
 ) {
-    if let Some(message) = messages.single_message(data, direction) {
+    let single = messages.single_message(data, direction, |message| {
         let time = RpcEvents::<H>::payload_time();
         recorder.with(|rpc| message_event(rpc, direction, message, time));
-    } else if !messages.skip_inside_message(data) {
+    });
+    if !single && !messages.skip_inside_message(data) {
         observe_chunk(recorder, messages, data, direction);
     }
 }
@@ -229,12 +235,21 @@ fn observe_chunk<H: StatsHandler>(
 fn message_event<H: StatsHandler>(
     rpc: &mut RpcEvents<'_, H>,
     direction: Direction,
-    message: Result<Payload, RpcError>,
+    message: Result<Payload<'_>, RpcError>,
     time: Option<std::time::Instant>,
 ) {
     match message {
         Ok(payload) => rpc.payload(direction, payload.with_time(time)),
         Err(error) => rpc.record_body_error(direction, error),
+    }
+}
+
+/// The request body ended: the client's half-close, once.
+#[cold]
+fn half_close<H: StatsHandler>(recorder: &mut Option<RecordRef<H>>) {
+    if let Some(mut recorder) = recorder.take() {
+        recorder.with(|rpc| rpc.half_close());
+        recorder.release();
     }
 }
 

@@ -362,6 +362,7 @@ where
         let info = RpcInfo {
             side: Side::Server,
             method: parts.uri.path(),
+            authority: parts.uri.authority().map(|authority| authority.as_str()),
             peer_addr: tcp.and_then(|tcp| tcp.remote_addr),
             local_addr: tcp.and_then(|tcp| tcp.local_addr),
             extensions: Some(&parts.extensions),
@@ -420,6 +421,7 @@ where
         let info = RpcInfo {
             side: Side::Client,
             method: parts.uri.path(),
+            authority: parts.uri.authority().map(|authority| authority.as_str()),
             peer_addr: conn.and_then(ConnTag::peer_addr),
             local_addr: conn.and_then(ConnTag::local_addr),
             extensions: None,

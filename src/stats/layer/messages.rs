@@ -8,7 +8,10 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use super::headers::{GRPC_ENCODING, find};
-use crate::stats::compression::{DecompressError, Encoding, UnsupportedEncoding, uncompressed_len};
+use crate::stats::MessageData;
+use crate::stats::compression::{
+    DecompressError, Encoding, UnsupportedEncoding, decompress, uncompressed_len,
+};
 use crate::stats::event::{CompressionError, Direction, Payload, RpcError};
 use crate::stats::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader, PREFIX_LEN};
 
@@ -54,8 +57,12 @@ pub(crate) struct BodyMessages {
     /// [`BodyMessages::new`]); if not, a compressed message's payload has
     /// no uncompressed length and its bytes are not kept.
     decompress: bool,
-    /// The bytes of the compressed message in progress that arrived in
-    /// earlier chunks (shared slices of them, no copy), when `decompress`.
+    /// Whether each message's bytes are kept for its payload event
+    /// ([`Payload::data`]): a handler asked for them.
+    keep: bool,
+    /// The bytes of the message in progress that arrived in earlier
+    /// chunks (shared slices of them, no copy), when they are kept or the
+    /// message is compressed and decompressed.
     pieces: Vec<Bytes>,
 }
 
@@ -65,12 +72,15 @@ impl BodyMessages {
     /// message is decompressed (without keeping the output) for its
     /// uncompressed length and the receiver's verdict on it; without, its
     /// payload carries no uncompressed length, and only what the headers
-    /// decide (an encoding missing or not supported) is judged.
-    pub(crate) fn new(limit: u32, encoding: BodyEncoding, decompress: bool) -> Self {
+    /// decide (an encoding missing or not supported) is judged. With
+    /// `keep`, each payload carries the message's bytes (decompressed,
+    /// which implies `decompress`).
+    pub(crate) fn new(limit: u32, encoding: BodyEncoding, decompress: bool, keep: bool) -> Self {
         Self {
             decoder: FrameDecoder::with_max_message_len(limit),
             encoding,
-            decompress,
+            decompress: decompress || keep,
+            keep,
             pieces: Vec::new(),
         }
     }
@@ -80,28 +90,37 @@ impl BodyMessages {
         &self.decoder
     }
 
-    /// The one whole message `chunk` holds, when the body sits on a
-    /// message boundary (the usual unary body): its payload, or the error
-    /// the receiver reports for it. `None` for any other chunk (nothing
-    /// consumed).
+    /// Calls `on_message` with the payload (or the receiver's error) of the
+    /// one whole message `chunk` holds, when the body sits on a message
+    /// boundary (the usual unary body); `false` for any other chunk
+    /// (nothing consumed, `on_message` not called).
     #[inline(always)]
     pub(crate) fn single_message(
         &self,
         chunk: &Bytes,
         direction: Direction,
-    ) -> Option<Result<Payload, RpcError>> {
-        let header = self.decoder.single_message(chunk)?;
-        Some(self.payload(header, &[&chunk[PREFIX_LEN..]], direction))
+        on_message: impl FnOnce(Result<Payload<'_>, RpcError>),
+    ) -> bool {
+        let Some(header) = self.decoder.single_message(chunk) else {
+            return false;
+        };
+        if self.keep {
+            let body = [chunk.slice(PREFIX_LEN..)];
+            self.message(header, &body, direction, on_message);
+        } else {
+            on_message(self.payload(header, &[&chunk[PREFIX_LEN..]], direction));
+        }
+        true
     }
 
     /// Consumes a chunk that lies inside a message without completing it,
-    /// if it does (keeping it when the message is compressed); `false`
-    /// (nothing consumed) otherwise.
+    /// if it does (keeping it when the message's bytes are needed);
+    /// `false` (nothing consumed) otherwise.
     #[inline(always)]
     pub(crate) fn skip_inside_message(&mut self, chunk: &Bytes) -> bool {
         match self.decoder.skip_inside_message(chunk.len()) {
             Some(header) => {
-                if header.compressed && self.decompress {
+                if self.keep || (header.compressed && self.decompress) {
                     self.pieces.push(chunk.clone());
                 }
                 true
@@ -116,27 +135,33 @@ impl BodyMessages {
         &mut self,
         chunk: &Bytes,
         direction: Direction,
-        mut on_message: impl FnMut(Result<Payload, RpcError>),
+        mut on_message: impl FnMut(Result<Payload<'_>, RpcError>),
     ) -> Result<(), FrameError> {
         let limit = self.decoder.max_message_len();
         let Self {
             decoder,
             encoding,
             decompress,
+            keep,
             pieces,
         } = self;
-        let decompress = *decompress;
+        let (decompress, keep) = (*decompress, *keep);
         decoder.push_with_bodies(chunk, |event| match event {
             FrameEvent::Body(header, range) => {
-                if header.compressed && decompress {
+                if keep || (header.compressed && decompress) {
                     pieces.push(chunk.slice(range));
                 }
             }
             FrameEvent::Message(header) => {
-                let payload = payload_of(encoding, decompress, header, pieces, limit, direction);
-                // Keeps the allocation for the next compressed message.
+                if keep {
+                    message_of(encoding, header, pieces, limit, direction, &mut on_message);
+                } else {
+                    on_message(payload_of(
+                        encoding, decompress, header, pieces, limit, direction,
+                    ));
+                }
+                // Keeps the allocation for the next message.
                 pieces.clear();
-                on_message(payload);
             }
         })
     }
@@ -146,7 +171,7 @@ impl BodyMessages {
         header: FrameHeader,
         message: &[P],
         direction: Direction,
-    ) -> Result<Payload, RpcError> {
+    ) -> Result<Payload<'static>, RpcError> {
         let limit = self.decoder.max_message_len();
         payload_of(
             &self.encoding,
@@ -156,6 +181,18 @@ impl BodyMessages {
             limit,
             direction,
         )
+    }
+
+    /// A whole message whose bytes are kept: see [`message_of`].
+    fn message(
+        &self,
+        header: FrameHeader,
+        pieces: &[Bytes],
+        direction: Direction,
+        on_message: impl FnOnce(Result<Payload<'_>, RpcError>),
+    ) {
+        let limit = self.decoder.max_message_len();
+        message_of(&self.encoding, header, pieces, limit, direction, on_message);
     }
 }
 
@@ -173,16 +210,43 @@ fn payload_of<P: AsRef<[u8]>>(
     message: &[P],
     limit: u32,
     direction: Direction,
-) -> Result<Payload, RpcError> {
+) -> Result<Payload<'static>, RpcError> {
     if !header.compressed {
         return Ok(Payload::new(Some(header.length), header.length, false));
     }
     if !decompress && matches!(encoding, BodyEncoding::Known(_)) {
         return Ok(Payload::compressed_unmeasured(header.length));
     }
-    compressed_payload(encoding, header, message, limit, direction)
+    compressed_payload(encoding, header, message, limit, direction, false)
+        .map(|(payload, _)| payload)
 }
 
+/// Calls `on_message` with the payload of a whole message whose bytes are
+/// `pieces`, carrying those bytes (decompressed, for a compressed one), or
+/// with the error its receiver reports.
+fn message_of(
+    encoding: &BodyEncoding,
+    header: FrameHeader,
+    pieces: &[Bytes],
+    limit: u32,
+    direction: Direction,
+    on_message: impl FnOnce(Result<Payload<'_>, RpcError>),
+) {
+    if !header.compressed {
+        let payload = Payload::new(Some(header.length), header.length, false);
+        return on_message(Ok(payload.with_data(Some(MessageData::new(pieces)))));
+    }
+    match compressed_payload(encoding, header, pieces, limit, direction, true) {
+        Ok((payload, decompressed)) => {
+            let decompressed = [Bytes::from(decompressed)];
+            on_message(Ok(payload.with_data(Some(MessageData::new(&decompressed)))));
+        }
+        Err(error) => on_message(Err(error)),
+    }
+}
+
+/// A compressed message's payload (and, with `keep`, its decompressed
+/// bytes), or the error its receiver reports.
 #[cold]
 fn compressed_payload<P: AsRef<[u8]>>(
     encoding: &BodyEncoding,
@@ -190,15 +254,28 @@ fn compressed_payload<P: AsRef<[u8]>>(
     message: &[P],
     limit: u32,
     direction: Direction,
-) -> Result<Payload, RpcError> {
+    keep: bool,
+) -> Result<(Payload<'static>, Vec<u8>), RpcError> {
     let error = match encoding {
-        BodyEncoding::Known(encoding) => match uncompressed_len(*encoding, message, limit) {
-            Ok(length) => return Ok(Payload::new(Some(length), header.length, true)),
-            Err(DecompressError::TooLarge { limit }) => CompressionError::TooLarge { limit },
-            Err(DecompressError::Corrupt(error)) => CompressionError::Corrupt {
-                message: error.to_string(),
-            },
-        },
+        BodyEncoding::Known(encoding) => {
+            let decoded = if keep {
+                decompress(*encoding, message, limit).map(|bytes| {
+                    let length = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                    (length, bytes)
+                })
+            } else {
+                uncompressed_len(*encoding, message, limit).map(|length| (length, Vec::new()))
+            };
+            match decoded {
+                Ok((length, bytes)) => {
+                    return Ok((Payload::new(Some(length), header.length, true), bytes));
+                }
+                Err(DecompressError::TooLarge { limit }) => CompressionError::TooLarge { limit },
+                Err(DecompressError::Corrupt(error)) => CompressionError::Corrupt {
+                    message: error.to_string(),
+                },
+            }
+        }
         BodyEncoding::Identity => CompressionError::MissingEncoding,
         BodyEncoding::Unsupported(unsupported) => CompressionError::UnsupportedEncoding {
             encoding: unsupported.name().to_owned(),

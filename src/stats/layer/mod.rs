@@ -23,7 +23,7 @@ mod body;
 mod connections;
 mod context;
 mod future;
-mod headers;
+pub(crate) mod headers;
 mod idle;
 #[allow(clippy::module_inception)]
 mod layer;

@@ -260,7 +260,7 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
     /// (unless the RPC has ended, or, on the server, the client already
     /// reset the stream). Messages that complete in one body chunk share
     /// one `time` (they arrived together).
-    pub(crate) fn payload(&mut self, direction: Direction, payload: Payload) {
+    pub(crate) fn payload(&mut self, direction: Direction, payload: Payload<'_>) {
         if self.progress.ended || (direction == Direction::Outbound && self.stream_closed()) {
             return;
         }
@@ -268,6 +268,15 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             Direction::Inbound => RpcEvent::InPayload(payload),
             Direction::Outbound => RpcEvent::OutPayload(payload),
         });
+    }
+
+    /// The client finished sending (the request body ended).
+    pub(crate) fn half_close(&mut self) {
+        if !self.progress.ended {
+            self.deliver(&RpcEvent::HalfClose {
+                time: Instant::now(),
+            });
+        }
     }
 
     /// Response headers (`status` and `headers`; `body_is_empty` when the
