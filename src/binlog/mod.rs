@@ -10,3 +10,16 @@
 pub mod proto {
     include!("generated/grpc.binarylog.v1.rs");
 }
+
+// Where entries go: the sink trait and the framings (the bottom floor),
+// the file sink, the reader of what it wrote, and the writer thread that
+// takes entries off the RPC path.
+mod file;
+mod reader;
+mod sink;
+mod writer;
+
+pub use file::{FileSink, Rotation};
+pub use reader::{DEFAULT_MAX_ENTRY_LEN, LogReader, read_log};
+pub use sink::{Framing, Sink};
+pub use writer::{LogCounts, WriterOptions};
