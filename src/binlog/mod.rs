@@ -10,3 +10,6 @@
 pub mod proto {
     include!("generated/grpc.binarylog.v1.rs");
 }
+
+mod filter;
+pub use filter::{Filter, FilterError, Limits};
