@@ -11,6 +11,17 @@ pub mod proto {
     include!("generated/grpc.binarylog.v1.rs");
 }
 
+// What is logged: the filter (which calls, how much of them), the
+// per-call rules that turn stats events into entries, and the handler.
+mod address;
+mod call;
+mod filter;
+mod log;
+mod metadata;
+
+pub use filter::{Filter, FilterError, Limits};
+pub use log::{BinaryLog, BinaryLogBuilder, CallLog};
+
 // Where entries go: the sink trait and the framings (the bottom floor),
 // the file sink, the reader of what it wrote, and the writer thread that
 // takes entries off the RPC path.

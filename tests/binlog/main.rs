@@ -1,17 +1,29 @@
 //! The binary log tests, one binary (`cargo test --features binlog --test
-//! binlog`): the framings (`sink`), the file sink and its rotation
-//! (`file`), the reader on good and hostile input (`reader`). The writer
-//! thread is crate-private; its tests are unit tests
-//! (`src/binlog/writer/tests.rs`).
+//! binlog`): the filter (`filter`), the framings (`sink`), the file sink
+//! and its rotation (`file`), the reader on good and hostile input
+//! (`reader`), the entries of real calls (`entries`) and the comparison
+//! with grpc-go's log (`interop_go`, over the calls of `script`). The
+//! writer thread is crate-private; its tests are unit tests
+//! (`src/binlog/writer/tests.rs`). proptest keeps the failures it saved
+//! for a module in `tests/proptest-regressions/<file stem>.txt`.
 
-/// For `reader`: the bytes a hostile file makes the reader hold. Per
-/// thread, so the other tests, running in parallel, do not disturb it.
+/// For the allocation tests (filter lookups, what a hostile file makes the
+/// reader hold); it counts per thread, so the other tests of this binary,
+/// running in parallel, do not disturb their counts.
 #[global_allocator]
 static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
 
 #[path = "../alloc_count/mod.rs"]
 mod alloc_count;
+#[path = "../go_interop/mod.rs"]
+mod go_interop;
+#[path = "../support/mod.rs"]
+mod support;
+
 mod entries;
 mod file;
+mod filter;
+mod interop_go;
 mod reader;
+mod script;
 mod sink;
