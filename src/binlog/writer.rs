@@ -2,12 +2,6 @@
 //! ever waiting, and a thread of its own (`grpc-binlog`) writes them to the
 //! [`Sink`], flushing on an interval.
 
-// `EntryWriter` is for the binary log's stats handler.
-#![cfg_attr(
-    not(test),
-    allow(dead_code, reason = "EntryWriter is used by the BinaryLog handler")
-)]
-
 use std::fmt;
 use std::io;
 use std::mem;

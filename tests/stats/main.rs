@@ -35,6 +35,7 @@ mod stats_compression_len;
 mod stats_conn;
 mod stats_frame;
 mod stats_malformed;
+mod stats_message_data;
 mod stats_peers;
 mod stats_recycle;
 mod stats_responses;

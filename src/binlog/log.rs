@@ -1,0 +1,242 @@
+//! [`BinaryLog`]: the binary logger, a stats handler for a server's or a
+//! client's [`CombinedLayer`](crate::stats::CombinedLayer).
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::address::ip_address;
+use super::call::{Call, CallStart};
+use super::filter::Filter;
+use super::sink::Sink;
+use super::writer::{EntryWriter, LogCounts, WriterOptions};
+use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
+
+/// gRPC binary logging (gRFC A16) as a stats handler: each RPC the
+/// [`Filter`] selects is logged entry by entry (its headers, messages,
+/// half-close, trailer or cancel) as `grpc.binarylog.v1.GrpcLogEntry`,
+/// as grpc-go logs it, to a [`Sink`].
+///
+/// Add it to a server's or a client's layer with `.with(log.clone())`;
+/// clones share one writer. Entries are written by a thread of the log's
+/// own through a bounded queue: an RPC never waits for the sink. When the
+/// queue is full an entry is dropped and counted ([`counts`](Self::counts)).
+/// [`shutdown`](Self::shutdown) (or dropping the last clone and every
+/// layer holding one) writes what is queued and flushes the sink.
+///
+/// ```no_run
+/// use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing};
+/// use tonic_hotpath::stats::CombinedLayer;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // GRPC_BINARY_LOG_FILTER, or every method when it is not set.
+/// let filter = Filter::from_env()?.unwrap_or_else(Filter::all);
+/// let log = BinaryLog::new(filter, FileSink::create("/tmp/grpc.binlog", Framing::Grpc)?)?;
+/// let layer = CombinedLayer::server().with(log.clone());
+/// // Server::builder().layer(layer).add_service(..).serve(..).await?;
+/// # let _ = layer;
+/// log.shutdown()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct BinaryLog {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    filter: Filter,
+    client_streaming: HashSet<Box<str>>,
+    declared: bool,
+    writer: EntryWriter,
+}
+
+impl BinaryLog {
+    /// A log of the calls `filter` selects, written to `sink` with the
+    /// default queue (8 192 entries) and flush interval (1 s). Fails only
+    /// if the writer's thread cannot be started.
+    pub fn new(filter: Filter, sink: impl Sink) -> io::Result<Self> {
+        Self::builder(filter, sink).build()
+    }
+
+    /// A log configured step by step.
+    pub fn builder(filter: Filter, sink: impl Sink) -> BinaryLogBuilder {
+        BinaryLogBuilder {
+            filter,
+            sink: Box::new(sink),
+            options: WriterOptions::default(),
+            client_streaming: HashSet::new(),
+            declared: false,
+        }
+    }
+
+    /// How many entries were written, dropped (queue full, or logged after
+    /// shutdown) and failed (the sink returned an error).
+    pub fn counts(&self) -> LogCounts {
+        self.shared.writer.counts()
+    }
+
+    /// Asks the writer to flush the sink soon; does not wait.
+    pub fn flush(&self) {
+        self.shared.writer.flush();
+    }
+
+    /// Writes every queued entry, flushes the sink and stops the writer;
+    /// entries logged afterwards are dropped and counted. Returns the
+    /// first error the sink returned, if any. Calling it again does
+    /// nothing.
+    pub fn shutdown(&self) -> io::Result<()> {
+        self.shared.writer.shutdown()
+    }
+}
+
+/// Builds a [`BinaryLog`] (see [`BinaryLog::builder`]).
+pub struct BinaryLogBuilder {
+    filter: Filter,
+    sink: Box<dyn Sink>,
+    options: WriterOptions,
+    client_streaming: HashSet<Box<str>>,
+    declared: bool,
+}
+
+impl std::fmt::Debug for BinaryLogBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinaryLogBuilder")
+            .field("filter", &self.filter)
+            .field("options", &self.options)
+            .field("client_streaming", &self.client_streaming)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BinaryLogBuilder {
+    /// How many entries may wait for the writer; past it, entries are
+    /// dropped and counted.
+    #[must_use]
+    pub fn queue_capacity(mut self, entries: usize) -> Self {
+        self.options = self.options.with_capacity(entries);
+        self
+    }
+
+    /// How often the writer flushes the sink while entries arrive.
+    #[must_use]
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.options = self.options.with_flush_interval(interval);
+        self
+    }
+
+    /// The application's methods (`/pkg.Service/Method`) that stream
+    /// requests (client streaming and bidirectional): their half-close is
+    /// logged, and no other method's is, exactly as grpc-go does from its
+    /// method descriptors. A tower layer cannot tell a method's kind from
+    /// its requests, so without this list a call that sent exactly one
+    /// request is taken for a unary or server-streaming one (no
+    /// half-close), and any other for a streaming one.
+    #[must_use]
+    pub fn client_streaming<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.declared = true;
+        self.client_streaming
+            .extend(methods.into_iter().map(|m| Box::from(m.as_ref())));
+        self
+    }
+
+    /// Starts the writer's thread (the only way this fails).
+    pub fn build(self) -> io::Result<BinaryLog> {
+        Ok(BinaryLog {
+            shared: Arc::new(Shared {
+                filter: self.filter,
+                client_streaming: self.client_streaming,
+                declared: self.declared,
+                writer: EntryWriter::spawn(self.sink, self.options)?,
+            }),
+        })
+    }
+}
+
+/// A call's logging state: `None` for a call the filter does not select.
+#[derive(Debug, Default)]
+pub struct CallLog(Option<Box<Call>>);
+
+impl StatsHandler for BinaryLog {
+    type RpcState = CallLog;
+    type ConnState = ();
+    const PAYLOAD_TIMES: bool = false;
+    const MESSAGE_DATA: bool = true;
+    const HALF_CLOSE: bool = true;
+
+    fn tag_rpc(&self, info: &RpcInfo<'_>, _: Option<&()>) -> CallLog {
+        let Some(limits) = self.shared.filter.lookup(info.method) else {
+            return CallLog(None);
+        };
+        let client_streaming = self
+            .shared
+            .declared
+            .then(|| self.shared.client_streaming.contains(info.method));
+        CallLog(Some(Box::new(Call::new(CallStart {
+            call_id: next_call_id(),
+            side: info.side,
+            limits,
+            method: info.method.into(),
+            authority: info.authority.map(Box::from),
+            peer: peer(info),
+            client_streaming,
+        }))))
+    }
+
+    fn handle_rpc(&self, state: &mut CallLog, event: &RpcEvent<'_>) {
+        if let Some(call) = &mut state.0 {
+            let writer = &self.shared.writer;
+            call.observe(event, &mut |entry| writer.try_send(entry));
+        }
+    }
+
+    fn service_dropped(&self) {
+        self.shared.writer.flush();
+    }
+}
+
+/// The peer as grpc-go logs it: its IP address, or on a server its Unix
+/// socket.
+fn peer(info: &RpcInfo<'_>) -> Option<super::proto::Address> {
+    if let Some(addr) = info.peer_addr {
+        return Some(ip_address(addr));
+    }
+    #[cfg(unix)]
+    if info.side == Side::Server {
+        let uds = info
+            .extensions
+            .and_then(|extensions| extensions.get::<tonic::transport::server::UdsConnectInfo>());
+        if let Some(uds) = uds {
+            let path = uds.peer_addr.as_ref().and_then(|addr| addr.as_pathname());
+            return Some(super::address::unix_address(path));
+        }
+    }
+    None
+}
+
+/// Call ids are unique in the process (as grpc-go's): each thread takes a
+/// block of them at a time, so a call does not touch a shared counter.
+fn next_call_id() -> u64 {
+    const BLOCK: u64 = 1024;
+    static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    IDS.with(|ids| {
+        let (mut next, mut end) = ids.get();
+        if next == end {
+            next = NEXT_BLOCK.fetch_add(BLOCK, Ordering::Relaxed);
+            end = next + BLOCK;
+        }
+        ids.set((next + 1, end));
+        next
+    })
+}

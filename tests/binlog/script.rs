@@ -1,0 +1,290 @@
+//! The script of calls of `interop/binlog-go` (its README), between a
+//! tonic server and a tonic client, each behind a `CombinedLayer` with
+//! the crate's `BinaryLog`: the same calls, metadata, messages and
+//! statuses as grpc-go's run, so the two logs can be compared entry by
+//! entry.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio_stream::{Stream, StreamExt};
+use tonic::codec::CompressionEncoding;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Server};
+use tonic::{Code, Request, Response, Status, Streaming};
+use tower::ServiceBuilder;
+
+use crate::support::{self, Echo, EchoClient, EchoRequest, EchoResponse, EchoServer};
+use tonic_hotpath::binlog::BinaryLog;
+use tonic_hotpath::stats::{ClientStats, Combined, CombinedLayer, RpcEvent, StatsHandler};
+
+/// Call 2's `grpc-status-details-bin`: a `google.rpc.Status` (code 3, "bad
+/// request", one `Any` holding `EchoResponse{"detail"}`), 74 bytes.
+pub const DETAILS_HEX: &str = "0803120b62616420726571756573741a390a2d747970652e676f6f676c65617069732e636f6d2f686f74706174682e6563686f2e4563686f526573706f6e736512080a0664657461696c";
+
+/// Call 7's text: "compressed" 50 times.
+pub fn compressed_text() -> String {
+    "compressed".repeat(50)
+}
+
+pub fn details() -> Bytes {
+    (0..DETAILS_HEX.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&DETAILS_HEX[i..i + 2], 16).unwrap())
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// Counts the RPCs that ended on a layer, to wait for a call's last entry.
+#[derive(Debug, Default)]
+pub struct Ends(AtomicU64);
+
+impl StatsHandler for Ends {
+    type RpcState = ();
+    type ConnState = ();
+    const PAYLOAD_TIMES: bool = false;
+
+    fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+        if let RpcEvent::End(_) = event {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Ends {
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+type ResponseStream = Pin<Box<dyn Stream<Item = Result<EchoResponse, Status>> + Send>>;
+
+/// The script's echo service (see the README of `interop/binlog-go`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ScriptEcho;
+
+fn served_by<T>(message: T) -> Response<T> {
+    let mut response = Response::new(message);
+    response
+        .metadata_mut()
+        .insert("x-served-by", MetadataValue::from_static("echo"));
+    response
+}
+
+#[tonic::async_trait]
+impl Echo for ScriptEcho {
+    async fn unary_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        let message = request.into_inner().message;
+        match message.as_str() {
+            "fail" => Err(Status::with_details(
+                Code::InvalidArgument,
+                "bad request",
+                details(),
+            )),
+            "sleep" => std::future::pending().await,
+            _ => Ok(served_by(EchoResponse { message })),
+        }
+    }
+
+    type ServerStreamingEchoStream = ResponseStream;
+
+    async fn server_streaming_echo(
+        &self,
+        request: Request<EchoRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        let stream = every_20_ms(request.into_inner().message);
+        Ok(served_by(Box::pin(stream) as ResponseStream))
+    }
+
+    async fn client_streaming_echo(
+        &self,
+        _: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<EchoResponse>, Status> {
+        Err(Status::unimplemented("not in the script"))
+    }
+
+    type BidirectionalStreamingEchoStream = ResponseStream;
+
+    async fn bidirectional_streaming_echo(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        let stream = request
+            .into_inner()
+            .map(|message| message.map(|m| EchoResponse { message: m.message }));
+        Ok(served_by(Box::pin(stream) as ResponseStream))
+    }
+}
+
+/// "stream 0" at once, then "stream 1", ... every 20 ms, forever.
+fn every_20_ms(prefix: String) -> impl Stream<Item = Result<EchoResponse, Status>> + Send {
+    let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(
+        Duration::from_millis(20),
+    ));
+    let mut sent = 0;
+    ticks.map(move |_| {
+        let message = format!("{prefix} {sent}");
+        sent += 1;
+        Ok(EchoResponse { message })
+    })
+}
+
+/// A tonic server of [`ScriptEcho`] (accepting and sending gzip) behind
+/// `log` and an end counter; its address.
+pub async fn serve(log: &BinaryLog, ends: &Arc<Ends>, echo: ScriptEcho) -> SocketAddr {
+    let (addr, incoming) = support::bind().await;
+    let layer = CombinedLayer::server()
+        .with(log.clone())
+        .with(Arc::clone(ends));
+    let service = EchoServer::new(echo)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+    tokio::spawn(
+        Server::builder()
+            .layer(layer.clone())
+            .add_service(service)
+            .serve_with_incoming(layer.incoming(incoming)),
+    );
+    addr
+}
+
+type Layered = ClientStats<Channel, Combined<BinaryLog, Arc<Ends>>>;
+
+/// A tonic client of `addr` behind `log` (its channel made by the layer's
+/// connector, so the server's address is known) and an end counter.
+pub async fn client(addr: SocketAddr, log: &BinaryLog, ends: &Arc<Ends>) -> Layered {
+    let layer = CombinedLayer::client()
+        .with(log.clone())
+        .with(Arc::clone(ends));
+    let channel = support::endpoint(addr)
+        .connect_with_connector(layer.connector())
+        .await
+        .expect("connect");
+    ServiceBuilder::new().layer(layer).service(channel)
+}
+
+fn request<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    let metadata = request.metadata_mut();
+    metadata.insert("x-user", MetadataValue::from_static("alice"));
+    metadata.insert_bin("x-blob-bin", MetadataValue::from_bytes(&[0, 1, 2]));
+    request
+}
+
+fn echo(message: &str) -> EchoRequest {
+    EchoRequest {
+        message: message.to_owned(),
+    }
+}
+
+/// A server and a client of the script, both logging to one log (as
+/// grpc-go's run logs both to one sink).
+pub struct Script {
+    pub addr: SocketAddr,
+    layered: Layered,
+    client: EchoClient<Layered>,
+    client_ends: Arc<Ends>,
+    server_ends: Arc<Ends>,
+}
+
+impl Script {
+    pub async fn start(log: &BinaryLog) -> Self {
+        let server_ends = Arc::new(Ends::default());
+        let addr = serve(log, &server_ends, ScriptEcho).await;
+        let client_ends = Arc::new(Ends::default());
+        let layered = client(addr, log, &client_ends).await;
+        Self {
+            addr,
+            client: EchoClient::new(layered.clone()),
+            layered,
+            client_ends,
+            server_ends,
+        }
+    }
+
+    /// Waits until call `n` (from 1) has ended on both sides.
+    async fn ended(&self, n: u64) {
+        support::wait_until("the call's end on both sides", || {
+            self.client_ends.count() >= n && self.server_ends.count() >= n
+        })
+        .await;
+    }
+
+    /// Runs the script: seven calls, one after the other, each over once
+    /// both sides' layers have ended it (so all its entries are logged).
+    pub async fn run(&mut self) {
+        // 1. Unary OK.
+        let reply = self.client.unary_echo(request(echo("hello"))).await.unwrap();
+        assert_eq!(reply.into_inner().message, "hello");
+        self.ended(1).await;
+        // 2. Unary error with details.
+        let status = self.client.unary_echo(request(echo("fail"))).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        self.ended(2).await;
+        // 3. Server streaming: read one message, then cancel.
+        let mut stream = self
+            .client
+            .server_streaming_echo(request(echo("stream")))
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        assert_eq!(first.message, "stream 0");
+        drop(stream);
+        self.ended(3).await;
+        // 4. A 100 ms deadline passes.
+        let mut sleep = request(echo("sleep"));
+        sleep.set_timeout(Duration::from_millis(100));
+        let status = self.client.unary_echo(sleep).await.unwrap_err();
+        assert!(
+            matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded),
+            "{status:?}"
+        );
+        self.ended(4).await;
+        // 5. Bidi: two messages, half-close, read to the end.
+        let replies: Vec<_> = self
+            .client
+            .bidirectional_streaming_echo(request(tokio_stream::iter([echo("a"), echo("b")])))
+            .await
+            .unwrap()
+            .into_inner()
+            .collect()
+            .await;
+        assert_eq!(replies.len(), 2);
+        self.ended(5).await;
+        // 6. A method the server does not have.
+        let status = unknown_method(self.layered.clone()).await;
+        assert_eq!(status.code(), Code::Unimplemented);
+        self.ended(6).await;
+        // 7. Compressed both ways.
+        let mut compressing = self
+            .client
+            .clone()
+            .send_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Gzip);
+        let reply = compressing
+            .unary_echo(request(echo(&compressed_text())))
+            .await
+            .unwrap();
+        assert_eq!(reply.into_inner().message, compressed_text());
+        self.ended(7).await;
+    }
+}
+
+/// `/hotpath.echo.Echo/Nope`, unary, request "x".
+async fn unknown_method(layered: Layered) -> Status {
+    let mut grpc = tonic::client::Grpc::new(layered);
+    grpc.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static("/hotpath.echo.Echo/Nope");
+    let codec = tonic_prost::ProstCodec::<EchoRequest, EchoResponse>::default();
+    grpc.unary(request(echo("x")), path, codec)
+        .await
+        .unwrap_err()
+}

@@ -1,0 +1,176 @@
+//! `MESSAGE_DATA` and `HALF_CLOSE`: a handler that asks sees every
+//! message's bytes (uncompressed, whole however the body split them) and
+//! the client's half-close, on both sides; handlers that do not ask see
+//! neither (the `EventLog` of the other stats tests panics on an event it
+//! does not know, and keeps payloads without data).
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use prost::Message as _;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::Server;
+use tower::ServiceBuilder;
+
+use crate::stacks;
+use crate::stacks::compress::{ENCODINGS, compressing_client, compressing_routes};
+use crate::support::{self, EchoRequest, EchoResponse, EchoService};
+use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
+
+/// What a data-asking handler saw, in order: `("in"|"out", bytes)` per
+/// message, `("half-close", empty)`, `("end", empty)`.
+#[derive(Debug, Default)]
+struct DataLog(Mutex<Vec<(&'static str, Bytes)>>);
+
+impl StatsHandler for DataLog {
+    type RpcState = ();
+    type ConnState = ();
+    const MESSAGE_DATA: bool = true;
+    const HALF_CLOSE: bool = true;
+
+    fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+        let seen = match event {
+            RpcEvent::InPayload(p) | RpcEvent::OutPayload(p) => {
+                let data = p.data.expect("asked for message data");
+                assert_eq!(Some(data.len() as u32), p.length, "data is the whole message");
+                let name = match event {
+                    RpcEvent::InPayload(_) => "in",
+                    _ => "out",
+                };
+                (name, data.to_bytes())
+            }
+            RpcEvent::HalfClose { .. } => ("half-close", Bytes::new()),
+            RpcEvent::End(_) => ("end", Bytes::new()),
+            _ => return,
+        };
+        self.0.lock().unwrap().push(seen);
+    }
+}
+
+impl DataLog {
+    fn seen(&self) -> Vec<(&'static str, Bytes)> {
+        self.0.lock().unwrap().clone()
+    }
+
+    async fn wait_for_end(&self) {
+        support::wait_until("the RPC's end", || {
+            self.0.lock().unwrap().iter().any(|(name, _)| *name == "end")
+        })
+        .await;
+    }
+}
+
+fn request(message: &str) -> Bytes {
+    EchoRequest {
+        message: message.to_owned(),
+    }
+    .encode_to_vec()
+    .into()
+}
+
+fn response(message: &str) -> Bytes {
+    EchoResponse {
+        message: message.to_owned(),
+    }
+    .encode_to_vec()
+    .into()
+}
+
+/// A server and a client, each with its own `DataLog`, talking in
+/// `encoding` (or uncompressed).
+async fn logged_pair(
+    encoding: Option<CompressionEncoding>,
+) -> (
+    Arc<DataLog>,
+    Arc<DataLog>,
+    support::EchoClient<tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<DataLog>>>,
+) {
+    let server_log = Arc::new(DataLog::default());
+    let (addr, incoming) = support::bind().await;
+    let server = CombinedLayer::server().with(Arc::clone(&server_log));
+    stacks::serve(
+        Server::builder(),
+        server.clone(),
+        compressing_routes(EchoService),
+        server.incoming(incoming),
+    );
+    let client_log = Arc::new(DataLog::default());
+    let layered = ServiceBuilder::new()
+        .layer(CombinedLayer::client().with(Arc::clone(&client_log)))
+        .service(support::connect(addr).await);
+    let client = match encoding {
+        Some(encoding) => compressing_client(layered, encoding),
+        None => support::EchoClient::new(layered),
+    };
+    (server_log, client_log, client)
+}
+
+/// Small and large (many body chunks) unary messages, uncompressed and in
+/// every encoding: each side sees each message's exact bytes, and no
+/// half-close on the server of a unary call that tonic never reads past.
+#[tokio::test]
+async fn unary_messages_arrive_whole_and_uncompressed_on_both_sides() {
+    let encodings = std::iter::once(None).chain(ENCODINGS.into_iter().map(Some));
+    for encoding in encodings {
+        for size in [5, 200 * 1024] {
+            let text = "abcdefghij".repeat(size / 10 + 1);
+            let (server_log, client_log, mut client) = logged_pair(encoding).await;
+            client
+                .unary_echo(EchoRequest {
+                    message: text.clone(),
+                })
+                .await
+                .unwrap();
+            server_log.wait_for_end().await;
+            client_log.wait_for_end().await;
+            let (req, res) = (request(&text), response(&text));
+            let client_seen = client_log.seen();
+            assert_eq!(
+                client_seen[..2],
+                [("out", req.clone()), ("half-close", Bytes::new())],
+                "{encoding:?} {size}"
+            );
+            assert_eq!(client_seen[2..], [("in", res.clone()), ("end", Bytes::new())]);
+            let server_seen = server_log.seen();
+            let messages: Vec<_> = server_seen
+                .iter()
+                .filter(|(name, _)| *name == "in" || *name == "out")
+                .cloned()
+                .collect();
+            assert_eq!(messages, [("in", req), ("out", res)], "{encoding:?} {size}");
+        }
+    }
+}
+
+/// A bidirectional stream: both sides see the client's half-close once,
+/// after its last request.
+#[tokio::test]
+async fn the_half_close_follows_the_last_request_on_both_sides() {
+    use tokio_stream::StreamExt;
+    let (server_log, client_log, mut client) = logged_pair(None).await;
+    let requests = ["a", "b"].map(|m| EchoRequest {
+        message: m.to_owned(),
+    });
+    let replies: Vec<_> = client
+        .bidirectional_streaming_echo(tokio_stream::iter(requests))
+        .await
+        .unwrap()
+        .into_inner()
+        .collect()
+        .await;
+    assert_eq!(replies.len(), 2);
+    server_log.wait_for_end().await;
+    client_log.wait_for_end().await;
+    for (side, log, sent) in [("client", &client_log, "out"), ("server", &server_log, "in")] {
+        let seen = log.seen();
+        let half_closes: Vec<usize> = (0..seen.len())
+            .filter(|&i| seen[i].0 == "half-close")
+            .collect();
+        let last_request = (0..seen.len()).rev().find(|&i| seen[i].0 == sent).unwrap();
+        assert_eq!(half_closes.len(), 1, "{side}: {seen:?}");
+        assert!(half_closes[0] > last_request, "{side}: {seen:?}");
+        let requests: Vec<_> = seen.iter().filter(|(name, _)| *name == sent).collect();
+        assert_eq!(requests.len(), 2, "{side}");
+        assert_eq!(requests[1].1, request("b"));
+    }
+}
