@@ -80,7 +80,8 @@ impl Call {
                 self.release_header(log);
                 let from_client = matches!(
                     (side, event),
-                    (Side::Server, RpcEvent::InPayload(_)) | (Side::Client, RpcEvent::OutPayload(_))
+                    (Side::Server, RpcEvent::InPayload(_))
+                        | (Side::Client, RpcEvent::OutPayload(_))
                 );
                 if from_client {
                     self.requests = self.requests.saturating_add(1);
@@ -168,7 +169,12 @@ impl Call {
         let header = ClientHeader {
             metadata: Some(metadata),
             method_name: self.start.method.to_string(),
-            authority: self.start.authority.as_deref().unwrap_or_default().to_owned(),
+            authority: self
+                .start
+                .authority
+                .as_deref()
+                .unwrap_or_default()
+                .to_owned(),
             timeout,
         };
         let mut entry = self.entry(
@@ -297,5 +303,7 @@ impl Status {
 /// no message. A handler's own `unimplemented` has one.
 fn is_unknown_method(trailers: &HeaderMap) -> bool {
     trailers.get("grpc-status").map(|value| value.as_bytes()) == Some(b"12")
-        && trailers.get("grpc-message").is_none_or(|value| value.is_empty())
+        && trailers
+            .get("grpc-message")
+            .is_none_or(|value| value.is_empty())
 }

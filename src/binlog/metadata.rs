@@ -2,8 +2,8 @@
 //! decoded, and its truncation rule.
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
 use http::HeaderMap;
 

@@ -34,7 +34,10 @@ pub struct RpcInfo<'a> {
     /// The full method name as in the request path, e.g. `/pkg.Service/Method`.
     pub method: &'a str,
     /// The request's authority (HTTP/2 `:authority`, the server's host and
-    /// port as the client addressed it), when it has one.
+    /// port as the client addressed it), where known: on the server, the
+    /// request's; on the client, the request's, or, as tonic's channel
+    /// adds it below the layer, the one the layer's connector dialled
+    /// (`layer.connector()`, a connection being open as the RPC begins).
     pub authority: Option<&'a str>,
     /// The peer's address, where known: on the server, the client's
     /// address (TCP connections); on the client, the server's address when

@@ -221,11 +221,19 @@ impl Script {
     /// both sides' layers have ended it (so all its entries are logged).
     pub async fn run(&mut self) {
         // 1. Unary OK.
-        let reply = self.client.unary_echo(request(echo("hello"))).await.unwrap();
+        let reply = self
+            .client
+            .unary_echo(request(echo("hello")))
+            .await
+            .unwrap();
         assert_eq!(reply.into_inner().message, "hello");
         self.ended(1).await;
         // 2. Unary error with details.
-        let status = self.client.unary_echo(request(echo("fail"))).await.unwrap_err();
+        let status = self
+            .client
+            .unary_echo(request(echo("fail")))
+            .await
+            .unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
         self.ended(2).await;
         // 3. Server streaming: read one message, then cancel.

@@ -32,7 +32,11 @@ impl StatsHandler for DataLog {
         let seen = match event {
             RpcEvent::InPayload(p) | RpcEvent::OutPayload(p) => {
                 let data = p.data.expect("asked for message data");
-                assert_eq!(Some(data.len() as u32), p.length, "data is the whole message");
+                assert_eq!(
+                    Some(data.len() as u32),
+                    p.length,
+                    "data is the whole message"
+                );
                 let name = match event {
                     RpcEvent::InPayload(_) => "in",
                     _ => "out",
@@ -54,7 +58,11 @@ impl DataLog {
 
     async fn wait_for_end(&self) {
         support::wait_until("the RPC's end", || {
-            self.0.lock().unwrap().iter().any(|(name, _)| *name == "end")
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(name, _)| *name == "end")
         })
         .await;
     }
@@ -130,7 +138,10 @@ async fn unary_messages_arrive_whole_and_uncompressed_on_both_sides() {
                 [("out", req.clone()), ("half-close", Bytes::new())],
                 "{encoding:?} {size}"
             );
-            assert_eq!(client_seen[2..], [("in", res.clone()), ("end", Bytes::new())]);
+            assert_eq!(
+                client_seen[2..],
+                [("in", res.clone()), ("end", Bytes::new())]
+            );
             let server_seen = server_log.seen();
             let messages: Vec<_> = server_seen
                 .iter()
@@ -161,7 +172,10 @@ async fn the_half_close_follows_the_last_request_on_both_sides() {
     assert_eq!(replies.len(), 2);
     server_log.wait_for_end().await;
     client_log.wait_for_end().await;
-    for (side, log, sent) in [("client", &client_log, "out"), ("server", &server_log, "in")] {
+    for (side, log, sent) in [
+        ("client", &client_log, "out"),
+        ("server", &server_log, "in"),
+    ] {
         let seen = log.seen();
         let half_closes: Vec<usize> = (0..seen.len())
             .filter(|&i| seen[i].0 == "half-close")

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::uri::Authority;
 use http::{Extensions, Uri};
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use pin_project_lite::pin_project;
@@ -141,14 +142,16 @@ where
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let uri_addr = uri
-            .authority()
+        let authority = uri.authority().cloned();
+        let uri_addr = authority
+            .as_ref()
             .and_then(|authority| authority.as_str().parse().ok());
         ConnectFuture {
             inner: self.inner.call(uri),
             handler: Arc::clone(&self.handler),
             link: Arc::clone(&self.link),
             uri_addr,
+            authority,
         }
     }
 }
@@ -164,6 +167,8 @@ pin_project! {
         // The URI's authority when it is a literal `ip:port`: the peer
         // address when the IO reports none.
         uri_addr: Option<SocketAddr>,
+        // The URI's authority: the requests' when they carry none.
+        authority: Option<Authority>,
     }
 }
 
@@ -197,6 +202,8 @@ where
             local_addr: socket.map(HttpInfo::local_addr),
         };
         let owner = ConnOwner::Client(Arc::clone(this.link));
-        Poll::Ready(Ok(StatsIo::new(io, Arc::clone(this.handler), info, owner)))
+        let authority = this.authority.take();
+        let handler = Arc::clone(this.handler);
+        Poll::Ready(Ok(StatsIo::new(io, handler, info, authority, owner)))
     }
 }

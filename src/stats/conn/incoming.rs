@@ -187,7 +187,7 @@ where
                         Some(registry) => ConnOwner::server(Arc::clone(registry)),
                         None => ConnOwner::None,
                     };
-                    StatsIo::new(io, Arc::clone(handler), info, owner)
+                    StatsIo::new(io, Arc::clone(handler), info, None, owner)
                 })
             })
         })

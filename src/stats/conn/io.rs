@@ -4,6 +4,7 @@
 //! accepted-connection stream is in `incoming.rs`, the client's wrapped
 //! connector in `connector.rs`.
 
+use http::uri::Authority;
 use std::fmt;
 use std::io;
 use std::pin::Pin;
@@ -111,8 +112,15 @@ impl<IO, H: StatsHandler> StatsIo<IO, H> {
     /// then links it to its `owner` layer (after `ConnBegin`, so no RPC is
     /// linked to a connection its handlers have not seen begin): a client
     /// layer at once, a server layer when tonic reads its `ConnectInfo`.
-    pub(crate) fn new(io: IO, handler: Arc<H>, info: ConnInfo, owner: ConnOwner<H>) -> Self {
-        let tag = ConnTag::begin(handler, info);
+    /// `authority` is the one a client connection was dialled for.
+    pub(crate) fn new(
+        io: IO,
+        handler: Arc<H>,
+        info: ConnInfo,
+        authority: Option<Authority>,
+        owner: ConnOwner<H>,
+    ) -> Self {
+        let tag = ConnTag::begin(handler, info, authority);
         if let ConnOwner::Client(link) = &owner {
             link.publish(tag.clone());
         }

@@ -2,6 +2,7 @@
 //! made when the connection begins (`ConnBegin`) and ended once
 //! (`ConnEnd`).
 
+use http::uri::Authority;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub struct ConnTag<H: StatsHandler> {
 struct ConnShared<H: StatsHandler> {
     handler: Arc<H>,
     info: ConnInfo,
+    authority: Option<Authority>,
     state: H::ConnState,
 }
 
@@ -53,7 +55,7 @@ impl<H: StatsHandler> fmt::Debug for ConnTag<H> {
 }
 
 impl<H: StatsHandler> ConnTag<H> {
-    pub(super) fn begin(handler: Arc<H>, info: ConnInfo) -> Self {
+    pub(super) fn begin(handler: Arc<H>, info: ConnInfo, authority: Option<Authority>) -> Self {
         let state = handler.tag_conn(&info);
         handler.handle_conn(
             &state,
@@ -65,6 +67,7 @@ impl<H: StatsHandler> ConnTag<H> {
             shared: Arc::new(ConnShared {
                 handler,
                 info,
+                authority,
                 state,
             }),
         }
@@ -93,6 +96,13 @@ impl<H: StatsHandler> ConnTag<H> {
     /// The peer's address, where known.
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         self.shared.info.peer_addr
+    }
+
+    /// A client connection's authority (`host:port`), as the connector
+    /// was asked to dial it: what the channel sends as `:authority` unless
+    /// told otherwise.
+    pub fn authority(&self) -> Option<&str> {
+        self.shared.authority.as_ref().map(Authority::as_str)
     }
 
     /// The local address, where known.

@@ -421,7 +421,12 @@ where
         let info = RpcInfo {
             side: Side::Client,
             method: parts.uri.path(),
-            authority: parts.uri.authority().map(|authority| authority.as_str()),
+            // tonic's channel adds the origin below the layer: the
+            // connection's then.
+            authority: match parts.uri.authority() {
+                Some(authority) => Some(authority.as_str()),
+                None => conn.and_then(ConnTag::authority),
+            },
             peer_addr: conn.and_then(ConnTag::peer_addr),
             local_addr: conn.and_then(ConnTag::local_addr),
             extensions: None,
