@@ -27,6 +27,34 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// [`shutdown`](Self::shutdown) (or dropping the last clone and every
 /// layer holding one) writes what is queued and flushes the sink.
 ///
+/// Entries follow grpc-go (`internal/binarylog`, and where its server and
+/// client streams call it): the client's header with method, authority
+/// and timeout; messages uncompressed, cut to the filter's message limit
+/// (`length` stays the whole length); the server's header (none for a
+/// trailers-only answer); the client's half-close for methods that stream
+/// requests; the trailer with status code, message and details, or on the
+/// client a `CANCEL` when the call was dropped before its status (a
+/// passed deadline is a trailer with `DEADLINE_EXCEEDED`, as in grpc-go).
+/// The peer is on the server's client header and the client's server
+/// header and trailer. Where a tower layer sees less than grpc-go's own
+/// streams, this is what it does:
+///
+/// - An unknown method: tonic answers a path no service serves with
+///   `UNIMPLEMENTED`, trailers only and no message; a server logs nothing
+///   for such a call (as grpc-go), and also nothing for a handler that
+///   answers the same without reading its request.
+/// - The half-close: a layer cannot tell a method's kind from its
+///   requests; see [`BinaryLogBuilder::client_streaming`].
+/// - A server call the client cancelled (or whose deadline tonic
+///   enforced) ends with the status tonic gives (`CANCELLED` with no
+///   message, `CANCELLED` "Timeout expired"), where a grpc-go server logs
+///   its handler's return.
+/// - Headers are logged as they cross the layer: a server's response
+///   headers without the `date` hyper adds below it, a client's with it.
+///
+/// The comparison with grpc-go's own log, call by call, is the crate's
+/// `tests/binlog/interop_go.rs`.
+///
 /// ```no_run
 /// use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing};
 /// use tonic_hotpath::stats::CombinedLayer;
