@@ -219,6 +219,10 @@ impl StatsHandler for BinaryLog {
         }))))
     }
 
+    fn wants_message_data(&self, state: &CallLog) -> bool {
+        state.0.is_some()
+    }
+
     fn handle_rpc(&self, state: &mut CallLog, event: &RpcEvent<'_>) {
         if let Some(call) = &mut state.0 {
             let writer = &self.shared.writer;

@@ -67,6 +67,11 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
     const MESSAGE_DATA: bool = A::MESSAGE_DATA || B::MESSAGE_DATA;
     const HALF_CLOSE: bool = A::HALF_CLOSE || B::HALF_CLOSE;
 
+    fn wants_message_data(&self, state: &Self::RpcState) -> bool {
+        (A::MESSAGE_DATA && self.first.wants_message_data(&state.0))
+            || (B::MESSAGE_DATA && self.second.wants_message_data(&state.1))
+    }
+
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (
             self.first.tag_rpc(info, conn.map(|c| &c.0)),
@@ -135,6 +140,10 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         (**self).tag_rpc(info, conn)
+    }
+
+    fn wants_message_data(&self, state: &Self::RpcState) -> bool {
+        (**self).wants_message_data(state)
     }
 
     #[inline]

@@ -102,6 +102,18 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// [`Payload::data`] is `None` and the layer keeps no message bytes.
     const MESSAGE_DATA: bool = false;
 
+    /// Whether this RPC's messages should carry their bytes, asked once
+    /// per body of each RPC when [`MESSAGE_DATA`](Self::MESSAGE_DATA) is
+    /// `true` (never otherwise). The default says yes; a handler that
+    /// needs the bytes of some RPCs only (a binary logger, of the calls its
+    /// filter selects) says no for the others, and the layer then keeps no
+    /// bytes and decompresses nothing for them unless another handler
+    /// wants them.
+    fn wants_message_data(&self, state: &Self::RpcState) -> bool {
+        let _ = state;
+        Self::MESSAGE_DATA
+    }
+
     /// Whether this handler observes [`RpcEvent::HalfClose`] (the client
     /// finished sending). Delivered only when some handler of the layer
     /// asks: other handlers do not pay for the extra event.

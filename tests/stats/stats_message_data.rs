@@ -188,3 +188,75 @@ async fn the_half_close_follows_the_last_request_on_both_sides() {
         assert_eq!(requests[1].1, request("b"));
     }
 }
+
+/// Asks for message bytes but declines them for every RPC (as a binary
+/// logger does for calls its filter leaves out): records whether each
+/// payload had data, and its uncompressed length.
+#[derive(Debug, Default)]
+struct Declining(Mutex<Vec<(bool, Option<u32>)>>);
+
+impl StatsHandler for Declining {
+    type RpcState = ();
+    type ConnState = ();
+    const MESSAGE_DATA: bool = true;
+
+    fn wants_message_data(&self, _: &()) -> bool {
+        false
+    }
+
+    fn handle_rpc(&self, _: &mut (), event: &RpcEvent<'_>) {
+        if let RpcEvent::InPayload(p) | RpcEvent::OutPayload(p) = event {
+            self.0.lock().unwrap().push((p.data.is_some(), p.length));
+        }
+    }
+}
+
+/// A declined RPC keeps no bytes and, on the server, decompresses
+/// nothing; beside a handler that wants them, both see them.
+#[tokio::test]
+async fn a_handler_can_decline_the_bytes_of_an_rpc() {
+    let declining = Arc::new(Declining::default());
+    let wanting = Arc::new(DataLog::default());
+    for with_wanting in [false, true] {
+        declining.0.lock().unwrap().clear();
+        let (addr, incoming) = support::bind().await;
+        let layer = CombinedLayer::server().with(Arc::clone(&declining));
+        let wanting_layer = CombinedLayer::server()
+            .with(Arc::clone(&declining))
+            .with(Arc::clone(&wanting));
+        if with_wanting {
+            stacks::serve(
+                Server::builder(),
+                wanting_layer.clone(),
+                compressing_routes(EchoService),
+                wanting_layer.incoming(incoming),
+            );
+        } else {
+            stacks::serve(
+                Server::builder(),
+                layer.clone(),
+                compressing_routes(EchoService),
+                layer.incoming(incoming),
+            );
+        }
+        let mut client =
+            compressing_client(support::connect(addr).await, CompressionEncoding::Gzip);
+        client
+            .unary_echo(EchoRequest {
+                message: "x".repeat(1000),
+            })
+            .await
+            .unwrap();
+        support::wait_until("both payloads", || declining.0.lock().unwrap().len() == 2).await;
+        let seen = declining.0.lock().unwrap().clone();
+        if with_wanting {
+            assert_eq!(seen, [(true, Some(1003)), (true, Some(1003))]);
+        } else {
+            assert_eq!(
+                seen,
+                [(false, None), (false, None)],
+                "no bytes, not decompressed"
+            );
+        }
+    }
+}

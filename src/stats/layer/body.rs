@@ -77,7 +77,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// trailers).
     pub(crate) fn new(
         inner: B,
-        recorder: RecordRef<H>,
+        mut recorder: RecordRef<H>,
         direction: Direction,
         encoding: BodyEncoding,
         ends_rpc: bool,
@@ -87,9 +87,10 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
             Direction::Outbound => u32::MAX,
         };
         let decompress = H::UNCOMPRESSED_SIZES || recorder.judged_by_decoder(direction);
+        let keep = H::MESSAGE_DATA && recorder.with(|rpc| rpc.wants_message_data());
         Self {
             inner,
-            messages: BodyMessages::new(limit, encoding, decompress, H::MESSAGE_DATA),
+            messages: BodyMessages::new(limit, encoding, decompress, keep),
             recorder: Some(recorder),
             direction,
             ends_rpc,

@@ -251,6 +251,15 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             .handle_rpc(&mut self.progress.state, event);
     }
 
+    /// Whether a handler wants this RPC's message bytes (only asked when
+    /// one may: `H::MESSAGE_DATA`).
+    pub(crate) fn wants_message_data(&self) -> bool {
+        self.setup
+            .core
+            .handler
+            .wants_message_data(&self.progress.state)
+    }
+
     /// The time payload events carry: read only if a handler wants it.
     pub(crate) fn payload_time() -> Option<Instant> {
         H::PAYLOAD_TIMES.then(Instant::now)
