@@ -77,7 +77,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     /// trailers).
     pub(crate) fn new(
         inner: B,
-        mut recorder: RecordRef<H>,
+        recorder: RecordRef<H>,
         direction: Direction,
         encoding: BodyEncoding,
         ends_rpc: bool,
@@ -87,7 +87,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
             Direction::Outbound => u32::MAX,
         };
         let decompress = H::UNCOMPRESSED_SIZES || recorder.judged_by_decoder(direction);
-        let keep = H::MESSAGE_DATA && recorder.with(|rpc| rpc.wants_message_data());
+        let keep = recorder.keeps_message_data();
         Self {
             inner,
             messages: BodyMessages::new(limit, encoding, decompress, keep),

@@ -39,6 +39,9 @@ struct RpcSetup<H: StatsHandler> {
     begin_time: Instant,
     deadline: Option<Instant>,
     max_message_len: u32,
+    /// Whether a handler wants this RPC's message bytes (decided once, as
+    /// it begins).
+    keep_message_data: bool,
 }
 
 impl<H: StatsHandler> RpcSetup<H> {
@@ -118,6 +121,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         let deadline = find(request_headers, &GRPC_TIMEOUT)
             .and_then(|value| parse_grpc_timeout(value.as_bytes()))
             .and_then(|timeout| begin_time.checked_add(timeout));
+        let keep_message_data = H::MESSAGE_DATA && handler.wants_message_data(&state);
         let record = match Self::take_idle(core) {
             Some(mut idle) => match Arc::get_mut(&mut idle) {
                 // Unshared (it was unique when returned, and taking it from
@@ -127,15 +131,28 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 Some(slot) => {
                     slot.setup.begin_time = begin_time;
                     slot.setup.deadline = deadline;
+                    slot.setup.keep_message_data = keep_message_data;
                     slot.progress
                         .get_mut()
                         .unwrap_or_else(PoisonError::into_inner)
                         .state = state;
                     idle
                 }
-                None => Self::fresh(core, info.side, begin_time, deadline, state),
+                None => Self::fresh(
+                    core,
+                    info.side,
+                    (begin_time, deadline),
+                    keep_message_data,
+                    state,
+                ),
             },
-            None => Self::fresh(core, info.side, begin_time, deadline, state),
+            None => Self::fresh(
+                core,
+                info.side,
+                (begin_time, deadline),
+                keep_message_data,
+                state,
+            ),
         };
         (record, context)
     }
@@ -143,8 +160,8 @@ impl<H: StatsHandler> RpcRecorder<H> {
     fn fresh(
         core: &Arc<ServiceCore<H>>,
         side: Side,
-        begin_time: Instant,
-        deadline: Option<Instant>,
+        (begin_time, deadline): (Instant, Option<Instant>),
+        keep_message_data: bool,
         state: H::RpcState,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -154,6 +171,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
                 begin_time,
                 deadline,
                 max_message_len: core.max_message_len,
+                keep_message_data,
             },
             progress: Mutex::new(RpcProgress::new(state)),
         })
@@ -178,6 +196,13 @@ impl<H: StatsHandler> RpcRecorder<H> {
     #[inline]
     pub(crate) fn take_idle(core: &ServiceCore<H>) -> Option<Arc<Self>> {
         idle::take(core.key())
+    }
+
+    /// Whether this RPC's payloads carry their bytes: a handler asked
+    /// ([`StatsHandler::MESSAGE_DATA`]) and wants them for this RPC.
+    #[inline]
+    pub(crate) fn keeps_message_data(&self) -> bool {
+        H::MESSAGE_DATA && self.setup.keep_message_data
     }
 
     /// The message length limit for this RPC's bodies.
@@ -249,15 +274,6 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             .core
             .handler
             .handle_rpc(&mut self.progress.state, event);
-    }
-
-    /// Whether a handler wants this RPC's message bytes (only asked when
-    /// one may: `H::MESSAGE_DATA`).
-    pub(crate) fn wants_message_data(&self) -> bool {
-        self.setup
-            .core
-            .handler
-            .wants_message_data(&self.progress.state)
     }
 
     /// The time payload events carry: read only if a handler wants it.
