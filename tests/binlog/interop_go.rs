@@ -178,42 +178,64 @@ fn decode(go: &Path, log: &Path, framing: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The log's entries grouped by call and side, in the order the calls
-/// were made, each entry as one comparable line: keyed by `"<n> <method>
-/// <logger>"` (the n-th call logged by the client; a server's entries go
-/// with the client call they answer).
+/// The log's entries grouped by call and side, each entry as one
+/// comparable line, keyed by `"<n> <method> <logger>"`: a client's calls
+/// are numbered in the order they began; a server's call goes with the
+/// client call of the same method that began last before it (both sides
+/// log in one process, on one clock).
 fn calls(entries: &[Value], server_port: u16) -> BTreeMap<String, Vec<String>> {
-    let mut order: Vec<(u64, String)> = Vec::new();
     let mut groups: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
-    let mut client_calls = 0;
-    let mut method_of_call: BTreeMap<u64, String> = BTreeMap::new();
     for entry in entries {
         assert!(entry["timestamp"].is_string(), "{entry}");
         let call_id: u64 = entry["call_id"].as_str().unwrap().parse().unwrap();
-        if !groups.contains_key(&call_id) {
-            let logger = entry["logger"].as_str().unwrap();
-            let method = entry["client_header"]["method_name"]
+        groups.entry(call_id).or_default().push(entry);
+    }
+    // (first timestamp, method, logger, call id) per group.
+    let mut heads: Vec<((i64, u32), String, String, u64)> = groups
+        .iter_mut()
+        .map(|(&call_id, group)| {
+            group.sort_by_key(|entry| sequence(entry));
+            let first = group[0];
+            let method = first["client_header"]["method_name"]
                 .as_str()
                 .unwrap_or("?")
                 .to_owned();
-            if logger == "LOGGER_CLIENT" {
-                client_calls += 1;
-            }
-            method_of_call.insert(call_id, method.clone());
-            let side = logger.trim_start_matches("LOGGER_").to_lowercase();
-            order.push((call_id, format!("{client_calls:02} {method} {side}")));
-        }
-        groups.entry(call_id).or_default().push(entry);
-    }
-    order
-        .into_iter()
-        .map(|(call_id, key)| {
-            let mut group = groups.remove(&call_id).unwrap();
-            group.sort_by_key(|entry| sequence(entry));
-            let lines = group.iter().map(|e| line(e, server_port)).collect();
-            (key, lines)
+            let side = text(&first["logger"])
+                .trim_start_matches("LOGGER_")
+                .to_lowercase();
+            (timestamp(&first["timestamp"]), method, side, call_id)
+        })
+        .collect();
+    heads.sort();
+    let clients: Vec<&((i64, u32), String, String, u64)> =
+        heads.iter().filter(|head| head.2 == "client").collect();
+    heads
+        .iter()
+        .map(|(time, method, side, call_id)| {
+            let number = clients
+                .iter()
+                .rposition(|client| client.0 <= *time && client.1 == *method)
+                .map_or(0, |index| index + 1);
+            let lines = groups[call_id]
+                .iter()
+                .map(|e| line(e, server_port))
+                .collect();
+            (format!("{number:02} {method} {side}"), lines)
         })
         .collect()
+}
+
+/// An RFC 3339 timestamp (as protojson prints one, in UTC) as seconds
+/// since midnight and nanoseconds: the runs do not cross a day.
+fn timestamp(value: &Value) -> (i64, u32) {
+    let text = value.as_str().unwrap().trim_end_matches('Z');
+    let (_, time) = text.split_once('T').unwrap();
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let seconds = hms
+        .split(':')
+        .fold(0, |acc, part| acc * 60 + part.parse::<i64>().unwrap());
+    let nanos = format!("{fraction:0<9}")[..9].parse().unwrap();
+    (seconds, nanos)
 }
 
 fn sequence(entry: &Value) -> u64 {
