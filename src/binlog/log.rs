@@ -50,7 +50,11 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 ///   message, `CANCELLED` "Timeout expired"), where a grpc-go server logs
 ///   its handler's return.
 /// - Headers are logged as they cross the layer: a server's response
-///   headers without the `date` hyper adds below it, a client's with it.
+///   headers without the `date` hyper adds below it, a client's with it;
+///   a client's request headers with what handlers of the same layer add
+///   (trace context) and what layers outside it added (an org id stamped
+///   by a `tenant` client layer above it in the `ServiceBuilder`), not
+///   what layers inside it add later.
 ///
 /// The comparison with grpc-go's own log, call by call, is the crate's
 /// `tests/binlog/interop_go.rs`.
