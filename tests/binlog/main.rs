@@ -1,8 +1,9 @@
 //! The binary log tests, one binary (`cargo test --features binlog --test
 //! binlog`): the filter (`filter`), the framings (`sink`), the file sink
 //! and its rotation (`file`), the reader on good and hostile input
-//! (`reader`), the entries of real calls (`entries`) and the comparison
-//! with grpc-go's log (`interop_go`, over the calls of `script`). The
+//! (`reader`), the entries of real calls (`entries`), the comparison
+//! with grpc-go's log (`interop_go`, over the calls of `script`) and the
+//! entry rules that comparison does not reach (`rules`). The
 //! writer thread is crate-private; its tests are unit tests
 //! (`src/binlog/writer/tests.rs`). proptest keeps the failures it saved
 //! for a module in `tests/proptest-regressions/<file stem>.txt`.
@@ -17,6 +18,8 @@ static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocato
 mod alloc_count;
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
+#[path = "../stacks/mod.rs"]
+mod stacks;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -25,5 +28,6 @@ mod file;
 mod filter;
 mod interop_go;
 mod reader;
+mod rules;
 mod script;
 mod sink;
