@@ -36,7 +36,9 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// client a `CANCEL` when the call was dropped before its status (a
 /// passed deadline is a trailer with `DEADLINE_EXCEEDED`, as in grpc-go).
 /// The peer is on the server's client header and the client's server
-/// header and trailer. Where a tower layer sees less than grpc-go's own
+/// header and trailer (a client logs it when its channel was built with
+/// the layer's connector, `layer.connector()`, over TCP; a client over a
+/// Unix socket logs none). Where a tower layer sees less than grpc-go's own
 /// streams, this is what it does:
 ///
 /// - An unknown method: tonic answers a path no service serves with
