@@ -122,57 +122,36 @@ impl<H: StatsHandler> RpcRecorder<H> {
             .and_then(|value| parse_grpc_timeout(value.as_bytes()))
             .and_then(|timeout| begin_time.checked_add(timeout));
         let keep_message_data = H::MESSAGE_DATA && handler.wants_message_data(&state);
-        let record = match Self::take_idle(core) {
-            Some(mut idle) => match Arc::get_mut(&mut idle) {
-                // Unshared (it was unique when returned, and taking it from
-                // the list is the only way to reach it), reset when it was
-                // returned, and of this layer: only the RPC's own fields
-                // change.
-                Some(slot) => {
-                    slot.setup.begin_time = begin_time;
-                    slot.setup.deadline = deadline;
-                    slot.setup.keep_message_data = keep_message_data;
-                    slot.progress
-                        .get_mut()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .state = state;
-                    idle
-                }
-                None => Self::fresh(
-                    core,
-                    info.side,
-                    (begin_time, deadline),
-                    keep_message_data,
-                    state,
-                ),
-            },
-            None => Self::fresh(
-                core,
-                info.side,
-                (begin_time, deadline),
-                keep_message_data,
-                state,
-            ),
+        if let Some(mut idle) = Self::take_idle(core)
+            // Unshared (it was unique when returned, and taking it from the
+            // list is the only way to reach it), reset when it was
+            // returned, and of this layer: only the RPC's own fields
+            // change.
+            && let Some(slot) = Arc::get_mut(&mut idle)
+        {
+            slot.setup.begin_time = begin_time;
+            slot.setup.deadline = deadline;
+            slot.setup.keep_message_data = keep_message_data;
+            slot.progress
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .state = state;
+            return (idle, context);
+        }
+        let setup = RpcSetup {
+            core: Arc::clone(core),
+            side: info.side,
+            begin_time,
+            deadline,
+            max_message_len: core.max_message_len,
+            keep_message_data,
         };
-        (record, context)
+        (Self::fresh(setup, state), context)
     }
 
-    fn fresh(
-        core: &Arc<ServiceCore<H>>,
-        side: Side,
-        (begin_time, deadline): (Instant, Option<Instant>),
-        keep_message_data: bool,
-        state: H::RpcState,
-    ) -> Arc<Self> {
+    fn fresh(setup: RpcSetup<H>, state: H::RpcState) -> Arc<Self> {
         Arc::new(Self {
-            setup: RpcSetup {
-                core: Arc::clone(core),
-                side,
-                begin_time,
-                deadline,
-                max_message_len: core.max_message_len,
-                keep_message_data,
-            },
+            setup,
             progress: Mutex::new(RpcProgress::new(state)),
         })
     }
