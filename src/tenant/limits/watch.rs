@@ -271,53 +271,57 @@ impl Checker {
         self.report(outcome);
     }
 
+    /// Stores a check's outcome in the status (the counters and the error
+    /// first, the `failing` flag, then `checks` last) and logs it.
     fn report(&mut self, outcome: Outcome) {
         let status = &*self.status;
         let path = self.path.display();
+        let set_error = |error: Option<Arc<LimitsFileError>>| {
+            *status
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = error;
+        };
         match outcome {
             Outcome::Unchanged | Outcome::Applied(_) => {
                 let recovered = self.failed.take().is_some();
-                *status
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = None;
+                set_error(None);
                 status.last_success_ms.store(now_ms(), Ordering::Release);
+                if let Outcome::Applied(_) = outcome {
+                    status.reloads.fetch_add(1, Ordering::AcqRel);
+                }
                 status.failing.store(false, Ordering::Release);
-                match outcome {
-                    Outcome::Applied(overrides) => {
-                        status.reloads.fetch_add(1, Ordering::AcqRel);
-                        if recovered {
-                            tracing::info!(%path, overrides, "tenant limits: overrides file good again, applied");
-                        } else {
-                            tracing::debug!(%path, overrides, "tenant limits: overrides file applied");
-                        }
+                match (outcome, recovered) {
+                    (Outcome::Applied(overrides), true) => {
+                        tracing::info!(%path, overrides, "{GOOD_AGAIN}, applied");
                     }
-                    _ if recovered => tracing::info!(
-                        %path,
-                        "tenant limits: overrides file good again, unchanged from the overrides in force"
-                    ),
-                    _ => {}
+                    (Outcome::Applied(overrides), false) => {
+                        tracing::debug!(%path, overrides, "{APPLIED}");
+                    }
+                    (_, true) => {
+                        tracing::info!(%path, "{GOOD_AGAIN}, unchanged from the overrides in force");
+                    }
+                    (_, false) => {}
                 }
             }
             Outcome::SameFailure => {}
             Outcome::Failed(failure, error) => {
-                tracing::warn!(
-                    %path,
-                    %error,
-                    "tenant limits: overrides file not applied, the last good overrides stay in force"
-                );
+                tracing::warn!(%path, %error, "{NOT_APPLIED}");
                 self.failed = Some(failure);
-                *status
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(error));
-                status.failing.store(true, Ordering::Release);
+                set_error(Some(Arc::new(error)));
                 status.failures.fetch_add(1, Ordering::AcqRel);
+                status.failing.store(true, Ordering::Release);
             }
         }
         status.checks.fetch_add(1, Ordering::AcqRel);
     }
 }
+
+/// The log's messages.
+const APPLIED: &str = "tenant limits: overrides file applied";
+const GOOD_AGAIN: &str = "tenant limits: overrides file good again";
+const NOT_APPLIED: &str =
+    "tenant limits: overrides file not applied, the last good overrides stay in force";
 
 /// Now, in milliseconds since the Unix epoch (at least 1: 0 means never).
 fn now_ms() -> u64 {
