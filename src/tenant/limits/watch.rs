@@ -18,7 +18,7 @@ use super::handle::LimitsHandle;
 /// A *check* reads the file; it *succeeds* when the file could be read and
 /// is a valid overrides file (applied if its content changed, left alone
 /// if not) and *fails* otherwise, the last good overrides staying in force.
-/// With feature `otel`, [`with_metrics`](Self::with_metrics) exports the
+/// With feature `otel`, `FileWatch::with_metrics` exports the
 /// same status as OpenTelemetry metrics.
 #[derive(Debug)]
 pub struct FileWatch {
