@@ -52,6 +52,8 @@ pub type Counts = Vec<(Attrs, u64)>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Point {
     Counter(u64),
+    /// A gauge's last value (an integer gauge's as `f64`).
+    Gauge(f64),
     Histogram {
         count: u64,
         sum: f64,
@@ -129,6 +131,7 @@ impl Sdk {
                 .map(|(attrs, point)| {
                     let count = match point {
                         Point::Counter(n) => *n,
+                        Point::Gauge(value) => *value as u64,
                         Point::Histogram { count, .. } => *count,
                     };
                     (attrs.clone(), count)
@@ -176,6 +179,16 @@ fn collect_points(data: &AggregatedMetrics, out: &mut BTreeMap<Attrs, Point>) {
             assert!(sum.is_monotonic(), "counters are monotonic");
             for p in sum.data_points() {
                 out.insert(to_attrs(p.attributes()), Point::Counter(p.value()));
+            }
+        }
+        AggregatedMetrics::U64(MetricData::Gauge(gauge)) => {
+            for p in gauge.data_points() {
+                out.insert(to_attrs(p.attributes()), Point::Gauge(p.value() as f64));
+            }
+        }
+        AggregatedMetrics::F64(MetricData::Gauge(gauge)) => {
+            for p in gauge.data_points() {
+                out.insert(to_attrs(p.attributes()), Point::Gauge(p.value()));
             }
         }
         AggregatedMetrics::U64(MetricData::Histogram(h)) => {

@@ -1,7 +1,7 @@
 //! The tenant tests, one binary (`cargo test --test tenant`), each former
-//! test file a module: `tenant_limits_file` needs the `limits-file`
-//! feature and `tenant_limits_otel` the `otel` feature, so they are built
-//! only with it.
+//! test file a module: `tenant_limits_file` and `tenant_limits_file_log`
+//! need the `limits-file` feature, `tenant_limits_otel` the `otel` feature
+//! and `tenant_limits_file_otel` both, so they are built only with them.
 
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
@@ -31,6 +31,10 @@ mod tenant_limits_alloc;
 mod tenant_limits_evict;
 #[cfg(feature = "limits-file")]
 mod tenant_limits_file;
+#[cfg(feature = "limits-file")]
+mod tenant_limits_file_log;
+#[cfg(all(feature = "otel", feature = "limits-file"))]
+mod tenant_limits_file_otel;
 mod tenant_limits_interop_go;
 #[cfg(feature = "otel")]
 mod tenant_limits_otel;

@@ -12,7 +12,7 @@ use tonic::Code;
 use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
 
 /// A fresh file path in the system's temporary directory.
-fn temp_file(name: &str) -> PathBuf {
+pub(crate) fn temp_file(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "tonic-hotpath-limits-{}-{name}",
         std::process::id()
@@ -23,7 +23,7 @@ fn temp_file(name: &str) -> PathBuf {
 
 /// Writes `text` to `path` whole (a rename, as config managers do, so a
 /// check never reads half a file).
-fn write(path: &PathBuf, text: &str) {
+pub(crate) fn write(path: &PathBuf, text: &str) {
     let staged = path.with_extension("tmp");
     std::fs::write(&staged, text).expect("write overrides");
     std::fs::rename(&staged, path).expect("rename overrides");

@@ -20,12 +20,16 @@
 //!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
 //! - **At run time** ([`LimitsHandle`]): defaults and overrides swapped
 //!   atomically; with feature `limits-file`, a Cortex-style overrides file
-//!   re-read on an interval (`LimitsHandle::watch_file`).
+//!   re-read on an interval (`LimitsHandle::watch_file`), a bad version
+//!   logged once through `tracing` and the last good overrides kept.
 //! - **Global strategy**: [`LimitsHandle::set_replicas`] divides each
 //!   rate among the replicas the application reports, as Cortex's
 //!   `global` ingestion-rate strategy does (no shared store).
 //! - **Metrics**: every refusal goes to a [`LimitObserver`];
-//!   `LimitMetrics` (feature `otel`) counts them by tenant and reason.
+//!   `LimitMetrics` (feature `otel`) counts them by tenant and reason, and
+//!   `FileWatch::with_metrics` (features `otel` and `limits-file`) exports
+//!   a watched file's reload status (last reload successful, its time,
+//!   reloads and failures), as Cortex's runtime config manager does.
 //!
 //! # Where it goes
 //!
@@ -118,6 +122,8 @@ mod snapshot;
 mod state;
 #[cfg(feature = "limits-file")]
 mod watch;
+#[cfg(all(feature = "otel", feature = "limits-file"))]
+mod watch_otel;
 
 pub use body::TenantLimitBody;
 pub use config::{InvalidRate, Limits, Rate};
@@ -132,3 +138,8 @@ pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, T
 pub use refusal::{ExceededLimit, LimitExceeded};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
+#[cfg(all(feature = "otel", feature = "limits-file"))]
+pub use watch_otel::{
+    FILE_LAST_RELOAD_SUCCESS_TIMESTAMP, FILE_LAST_RELOAD_SUCCESSFUL, FILE_PATH_KEY,
+    FILE_RELOAD_FAILURES, FILE_RELOADS,
+};
