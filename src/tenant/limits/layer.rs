@@ -154,6 +154,28 @@ impl TenantLimitLayer {
         self
     }
 
+    /// Makes in-flight refusals carry a pushback of `after`: the
+    /// `grpc-retry-pushback-ms` trailer (rounded up to whole
+    /// milliseconds), `Retry-After` for plain HTTP (whole seconds, rounded
+    /// up, at least 1). By default they carry none: no one knows when a
+    /// place frees, and a client without a pushback retries on its own
+    /// backoff. (Rate refusals always carry one: the time until the
+    /// tenant's bucket admits the call.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+    ///
+    /// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(16))
+    ///     .in_flight_pushback(Duration::from_millis(250));
+    /// # drop(layer);
+    /// ```
+    pub fn in_flight_pushback(self, after: Duration) -> Self {
+        self.limiter
+            .update(|config| config.with(|next| next.in_flight_pushback = Some(after)));
+        self
+    }
+
     /// Reports every refusal to `observer` (replacing any earlier one),
     /// e.g. `LimitMetrics` (feature `otel`).
     pub fn observer(self, observer: impl LimitObserver) -> Self {
@@ -223,8 +245,8 @@ where
     }
 
     #[inline]
-    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        match self.limiter.admit(&request) {
+    fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
+        match self.limiter.admit(&mut request) {
             Ok(slot) => TenantLimitFuture::inner(self.inner.call(request), slot),
             Err(refused) => TenantLimitFuture::refused(Refusal::of(request.headers(), refused)),
         }

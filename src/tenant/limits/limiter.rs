@@ -4,9 +4,12 @@
 
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::budget::{Account, TenantBudget};
+use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
@@ -28,11 +31,13 @@ pub(crate) struct Limiter {
     pub(crate) hasher: RandomState,
 }
 
-/// A tenant charged for a call: its state, and the rate it took a token
-/// of (to give back if the call is refused for another tenant).
+/// A tenant charged for a call: its state, the rate it took a token of
+/// (to give back if the call is refused for another tenant), and its work
+/// rate (for the call's budget).
 struct Charged {
     state: Arc<TenantState>,
     gcra: Option<Gcra>,
+    work: Option<(Rate, Gcra)>,
 }
 
 impl Limiter {
@@ -53,28 +58,46 @@ impl Limiter {
     /// Admits or refuses a call: `Ok(None)` when it is not limited (out of
     /// scope, no valid org id, or no limit for its tenants), `Ok(Some)`
     /// with its in-flight places when admitted, `Err` when refused (and
-    /// reported to the observer).
+    /// reported to the observer). An admitted call whose tenants have a
+    /// work rate gets their [`TenantBudget`] in its extensions.
     #[inline]
     pub(crate) fn admit<B>(
         &self,
-        request: &http::Request<B>,
+        request: &mut http::Request<B>,
     ) -> Result<Option<Slot>, LimitExceeded> {
         let config = self.config.load();
         if !config.in_scope(request.uri().path()) {
             return Ok(None);
         }
+        let mut budget = None;
         let admitted = match tenants_of(request) {
             None => return Ok(None),
-            Some(Tenants::One(id)) => self
-                .charge(&config, id)
-                .map(|charged| charged.map(|charged| Slot::one(charged.state))),
-            Some(Tenants::Many(ids)) => self.charge_all(&config, ids),
-            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice()),
+            Some(Tenants::One(id)) => self.charge(&config, id).map(|charged| {
+                charged.map(|charged| {
+                    if let Some(work) = charged.work {
+                        budget = Some(self.budget_of(id, &charged.state, work));
+                    }
+                    Slot::one(charged.state)
+                })
+            }),
+            Some(Tenants::Many(ids)) => self.charge_all(&config, ids, &mut budget),
+            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), &mut budget),
         };
+        if let Some(budget) = budget {
+            request.extensions_mut().insert(budget);
+        }
         if let (Err(refused), Some(observer)) = (&admitted, &config.observer) {
             observer.on_refused(refused);
         }
         admitted
+    }
+
+    /// The budget of a single tenant's call.
+    #[cold]
+    #[inline(never)]
+    fn budget_of(&self, id: &str, state: &Arc<TenantState>, work: (Rate, Gcra)) -> TenantBudget {
+        let account = Account::new(OrgId::from_checked(id.as_bytes()), Arc::clone(state), work);
+        TenantBudget::one(account, self.tenants.clock().clone())
     }
 
     /// Charges one call to tenant `id`: `Ok(None)` if the tenant has no
@@ -92,42 +115,54 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let refused = match state.admit(limits.max_in_flight, rate) {
+            let (refused, retry_after) = match state.admit(limits.max_in_flight, rate) {
                 Ok(()) => {
                     return Ok(Some(Charged {
                         state: Arc::clone(state),
                         gcra: rate.map(|(gcra, _)| gcra),
+                        work: limits.work,
                     }));
                 }
                 Err(NotAdmitted::Evicted) => {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(NotAdmitted::InFlight) => ExceededLimit::InFlight {
-                    max: limits.max_in_flight.unwrap_or(0),
-                },
-                Err(NotAdmitted::Rate) => match limits.rate {
-                    Some((rate, _)) => ExceededLimit::Rate(rate),
-                    None => ExceededLimit::InFlight { max: 0 },
+                Err(NotAdmitted::InFlight) => (
+                    ExceededLimit::InFlight {
+                        max: limits.max_in_flight.unwrap_or(0),
+                    },
+                    config.in_flight_pushback,
+                ),
+                Err(NotAdmitted::Rate { wait }) => match limits.rate {
+                    Some((rate, _)) => (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait))),
+                    None => (ExceededLimit::InFlight { max: 0 }, None),
                 },
             };
-            return Err(LimitExceeded::new(
-                OrgId::from_checked(id.as_bytes()),
-                refused,
-            ));
+            return Err(refusal(id, refused, retry_after));
         }
     }
 
     /// Charges a federated call to each of its tenants (sorted, distinct):
     /// admitted only if every one of them is under its limits; on the
     /// first one over, the tenants already charged get their place and
-    /// token back.
+    /// token back. Admitted, the tenants with a work rate make `budget`.
     #[cold]
-    fn charge_all(&self, config: &Snapshot, ids: &[OrgId]) -> Result<Option<Slot>, LimitExceeded> {
+    fn charge_all(
+        &self,
+        config: &Snapshot,
+        ids: &[OrgId],
+        budget: &mut Option<TenantBudget>,
+    ) -> Result<Option<Slot>, LimitExceeded> {
         let mut charged: Vec<Charged> = Vec::with_capacity(ids.len());
+        let mut accounts = Vec::new();
         for id in ids {
             match self.charge(config, id.as_str()) {
-                Ok(Some(one)) => charged.push(one),
+                Ok(Some(one)) => {
+                    if let Some(work) = one.work {
+                        accounts.push(Account::new(id.clone(), Arc::clone(&one.state), work));
+                    }
+                    charged.push(one);
+                }
                 Ok(None) => {}
                 Err(refused) => {
                     for one in &charged {
@@ -143,8 +178,21 @@ impl Limiter {
                 }
             }
         }
+        if !accounts.is_empty() {
+            *budget = Some(TenantBudget::many(accounts, self.tenants.clock().clone()));
+        }
         Ok((!charged.is_empty())
             .then(|| Slot::many(charged.into_iter().map(|one| one.state).collect())))
+    }
+}
+
+/// The refusal of a call of tenant `id` over `limit`.
+#[cold]
+fn refusal(id: &str, limit: ExceededLimit, retry_after: Option<Duration>) -> LimitExceeded {
+    let refused = LimitExceeded::new(OrgId::from_checked(id.as_bytes()), limit);
+    match retry_after {
+        Some(after) => refused.with_retry_after(after),
+        None => refused,
     }
 }
 

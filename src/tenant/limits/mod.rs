@@ -101,6 +101,7 @@
 //! flood's states age out).
 
 mod body;
+mod budget;
 mod config;
 #[cfg(feature = "limits-file")]
 mod file;
@@ -120,6 +121,7 @@ mod state;
 mod watch;
 
 pub use body::TenantLimitBody;
+pub use budget::{TenantBudget, TenantBudgetExt};
 pub use config::{InvalidRate, Limits, Rate};
 #[cfg(feature = "limits-file")]
 pub use file::{LimitsFileError, OverridesError, parse_overrides};
@@ -129,6 +131,6 @@ pub use layer::{TenantLimit, TenantLimitLayer};
 pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
 pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
-pub use refusal::{ExceededLimit, LimitExceeded};
+pub use refusal::{ExceededLimit, LimitExceeded, RETRY_PUSHBACK_MS};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
