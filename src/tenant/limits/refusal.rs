@@ -193,7 +193,9 @@ pub(crate) fn pushback_ms(after: Duration) -> u32 {
 /// `after` in whole seconds for `Retry-After`, rounded up, at least 1
 /// (`Retry-After: 0` would invite an immediate retry).
 pub(crate) fn retry_after_seconds(after: Duration) -> u64 {
-    let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    let seconds = after
+        .as_secs()
+        .saturating_add(u64::from(after.subsec_nanos() > 0));
     seconds.max(1)
 }
 
