@@ -34,6 +34,7 @@ mod tenant_limits_file;
 mod tenant_limits_interop_go;
 #[cfg(feature = "otel")]
 mod tenant_limits_otel;
+mod tenant_limits_pushback;
 mod tenant_limits_release;
 mod tenant_plain_http;
 mod tenant_rules;
