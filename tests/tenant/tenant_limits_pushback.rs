@@ -15,73 +15,29 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use limits_support::{HOLD, burst, client, request, serve, wait_for};
-use support::{EchoClient, EchoResponse};
+use limits_support::{
+    HOLD, Span, assert_pushback, burst, client, pushback, serve, timed, wait_for,
+};
+use support::EchoClient;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_hotpath::tenant::OrgId;
 use tonic_hotpath::tenant::limits::{Limits, RETRY_PUSHBACK_MS, Rate, TenantLimitLayer};
 
-/// When a call was sent and when its answer came: its server time lies
-/// between.
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    sent: Instant,
-    returned: Instant,
-}
-
-/// One unary call of `org_id`, timed.
-async fn timed(client: &EchoClient<Channel>, org_id: &str) -> (Result<EchoResponse, Status>, Span) {
-    let sent = Instant::now();
-    let result = client
-        .clone()
-        .unary_echo(request(Some(org_id), "hi"))
-        .await
-        .map(tonic::Response::into_inner);
-    (
-        result,
-        Span {
-            sent,
-            returned: Instant::now(),
-        },
-    )
-}
-
-/// The pushback a refused call's status carries, in milliseconds.
-fn pushback(status: &Status) -> Option<u64> {
-    let value = status.metadata().get(RETRY_PUSHBACK_MS)?;
-    Some(value.to_str().ok()?.parse().expect("a whole number"))
-}
-
 /// An admitted call's span; panics if it was refused.
 async fn admitted(client: &EchoClient<Channel>, org_id: &str) -> Span {
-    let (result, span) = timed(client, org_id).await;
+    let (result, span) = timed(client, org_id, "hi").await;
     assert!(result.is_ok(), "{org_id}: {result:?}");
     span
 }
 
 /// A refused call: its status, pushback (ms) and span.
 async fn refused(client: &EchoClient<Channel>, org_id: &str) -> (Status, u64, Span) {
-    let (result, span) = timed(client, org_id).await;
+    let (result, span) = timed(client, org_id, "hi").await;
     let status = result.expect_err("refused");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     let pushback = pushback(&status).unwrap_or_else(|| panic!("no pushback: {status:?}"));
     (status, pushback, span)
-}
-
-/// Asserts that a refusal at `refusal` carries the pushback the GCRA
-/// gives: the bucket admits the next call `due` after the first call of
-/// the burst (`first`), so a refusal at server time `t` says
-/// `due - (t - first)`, rounded up to whole milliseconds.
-fn assert_pushback(pushback_ms: u64, due: Duration, first: Span, refusal: Span) {
-    let most_elapsed = refusal.returned - first.sent;
-    let least_elapsed = refusal.sent.saturating_duration_since(first.returned);
-    let low = due.saturating_sub(most_elapsed).as_nanos() / 1_000_000;
-    let high = due.saturating_sub(least_elapsed).as_nanos().div_ceil(1_000_000);
-    assert!(
-        (low..=high).contains(&u128::from(pushback_ms)),
-        "pushback {pushback_ms} ms, expected {low}..={high} ms"
-    );
 }
 
 #[tokio::test]
@@ -216,7 +172,7 @@ async fn in_flight_refusals_carry_no_pushback_unless_configured() {
 
         let (held, _) = burst(&client, "team-a", HOLD, 1);
         wait_for("the held call", 1, || gate.entered()).await;
-        let (result, _) = timed(&client, "team-a").await;
+        let (result, _) = timed(&client, "team-a", "hi").await;
         let status = result.expect_err("refused");
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert_eq!(
