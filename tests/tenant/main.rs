@@ -35,6 +35,7 @@ mod tenant_limits_interop_go;
 #[cfg(feature = "otel")]
 mod tenant_limits_otel;
 mod tenant_limits_pushback;
+mod tenant_limits_pushback_go;
 mod tenant_limits_release;
 mod tenant_limits_work;
 mod tenant_plain_http;
