@@ -7,8 +7,8 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
@@ -276,7 +276,9 @@ pub async fn timed(
 
 /// The pushback a refused call's status carries, in milliseconds.
 pub fn pushback(status: &Status) -> Option<u64> {
-    let value = status.metadata().get(tonic_hotpath::tenant::limits::RETRY_PUSHBACK_MS)?;
+    let value = status
+        .metadata()
+        .get(tonic_hotpath::tenant::limits::RETRY_PUSHBACK_MS)?;
     Some(value.to_str().ok()?.parse().expect("a whole number"))
 }
 
@@ -288,7 +290,10 @@ pub fn assert_pushback(pushback_ms: u64, due: Duration, first: Span, refusal: Sp
     let most_elapsed = refusal.returned - first.sent;
     let least_elapsed = refusal.sent.saturating_duration_since(first.returned);
     let low = due.saturating_sub(most_elapsed).as_nanos() / 1_000_000;
-    let high = due.saturating_sub(least_elapsed).as_nanos().div_ceil(1_000_000);
+    let high = due
+        .saturating_sub(least_elapsed)
+        .as_nanos()
+        .div_ceil(1_000_000);
     assert!(
         (low..=high).contains(&u128::from(pushback_ms)),
         "pushback {pushback_ms} ms, expected {low}..={high} ms"

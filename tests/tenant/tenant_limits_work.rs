@@ -237,5 +237,8 @@ async fn admitted_samples_follow_the_work_rate_while_calls_stay_admitted() {
         "admitted {admitted} samples, expected {expected:.1} (elapsed {elapsed:.3} s, last gap \
          {gap:.4} s, {sent} calls)"
     );
-    assert!(sent > ok as usize * 2, "the run pushed faster than the rate");
+    assert!(
+        sent > ok as usize * 2,
+        "the run pushed faster than the rate"
+    );
 }

@@ -104,7 +104,9 @@ impl Account {
         if units <= u64::from(self.rate.burst) {
             match self.state.charge_work(self.gcra, now, units) {
                 Ok(()) => Ok(()),
-                Err(wait) => Err(self.refusal(units).with_retry_after(Duration::from_nanos(wait))),
+                Err(wait) => Err(self
+                    .refusal(units)
+                    .with_retry_after(Duration::from_nanos(wait))),
             }
         } else {
             Err(self.refusal(units))

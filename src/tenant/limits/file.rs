@@ -460,7 +460,11 @@ overrides:
                 Some((1000.0, 5000))
             ]
         );
-        assert!(overrides.iter().all(|(_, limits)| limits.rate == defaults.rate));
+        assert!(
+            overrides
+                .iter()
+                .all(|(_, limits)| limits.rate == defaults.rate)
+        );
         // Without a default work rate, a rate alone takes its own burst.
         let overrides = parse_overrides("overrides:\n  a: {work_rate: 7.5}\n", DEFAULTS).unwrap();
         let rate = overrides[0].1.work_rate.unwrap();
@@ -514,11 +518,7 @@ overrides:
                 3,
                 "work_burst without a work_rate",
             ),
-            (
-                "overrides:\n  a:\n    work_rate: 0\n",
-                3,
-                "above 0",
-            ),
+            ("overrides:\n  a:\n    work_rate: 0\n", 3, "above 0"),
             (
                 "overrides:\n  a:\n    work_burst: -1\n",
                 3,

@@ -234,15 +234,11 @@ mod tests {
         // 3 calls of a burst of 3 at 1 per second; then 10 per second with a
         // burst of 5: 2 more now.
         assert_eq!(
-            (0..3)
-                .filter(|_| state.allows(rate(1.0, 3), now))
-                .count(),
+            (0..3).filter(|_| state.allows(rate(1.0, 3), now)).count(),
             3
         );
         assert_eq!(
-            (0..9)
-                .filter(|_| state.allows(rate(10.0, 5), now))
-                .count(),
+            (0..9).filter(|_| state.allows(rate(10.0, 5), now)).count(),
             2
         );
         // Raised far: the 5 made count, the rest of the new burst is there.
@@ -295,10 +291,7 @@ mod tests {
         assert_eq!(state.try_acquire(gcra, now + 30 * MILLI), Err(70 * MILLI));
         assert_eq!(state.try_acquire(gcra, now + 100 * MILLI - 1), Err(1));
         assert_eq!(state.try_acquire(gcra, now + 100 * MILLI), Ok(()));
-        assert_eq!(
-            state.try_acquire(gcra, now + 100 * MILLI),
-            Err(100 * MILLI)
-        );
+        assert_eq!(state.try_acquire(gcra, now + 100 * MILLI), Err(100 * MILLI));
     }
 
     #[test]

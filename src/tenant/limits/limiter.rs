@@ -134,7 +134,9 @@ impl Limiter {
                     config.in_flight_pushback,
                 ),
                 Err(NotAdmitted::Rate { wait }) => match limits.rate {
-                    Some((rate, _)) => (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait))),
+                    Some((rate, _)) => {
+                        (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
+                    }
                     None => (ExceededLimit::InFlight { max: 0 }, None),
                 },
             };
