@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tower::{Layer, Service};
 
+use super::budget::TenantBudget;
 use super::config::Limits;
 use super::future::TenantLimitFuture;
 use super::handle::LimitsHandle;
@@ -14,6 +15,7 @@ use super::limiter::Limiter;
 use super::observer::LimitObserver;
 use super::refusal::Refusal;
 use super::snapshot::Snapshot;
+use super::state::Slot;
 use crate::tenant::OrgId;
 use crate::tenant::paths::{PathSet, names};
 
@@ -245,10 +247,34 @@ where
     }
 
     #[inline]
-    fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
-        match self.limiter.admit(&mut request) {
-            Ok(slot) => TenantLimitFuture::inner(self.inner.call(request), slot),
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        let mut budget = None;
+        match self.limiter.admit(&request, &mut budget) {
+            Ok(slot) => match budget {
+                None => TenantLimitFuture::inner(self.inner.call(request), slot),
+                Some(budget) => self.call_with_budget(request, slot, budget),
+            },
             Err(refused) => TenantLimitFuture::refused(Refusal::of(request.headers(), refused)),
         }
+    }
+}
+
+impl<S> TenantLimit<S> {
+    /// Calls the inner service with the call's work budget in its
+    /// extensions (off the path of calls without a work rate, which hand
+    /// their request on untouched).
+    #[cold]
+    #[inline(never)]
+    fn call_with_budget<ReqBody>(
+        &mut self,
+        mut request: http::Request<ReqBody>,
+        slot: Option<Slot>,
+        budget: TenantBudget,
+    ) -> TenantLimitFuture<S::Future>
+    where
+        S: Service<http::Request<ReqBody>>,
+    {
+        request.extensions_mut().insert(budget);
+        TenantLimitFuture::inner(self.inner.call(request), slot)
     }
 }

@@ -13,7 +13,7 @@ use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
-use super::snapshot::Snapshot;
+use super::snapshot::{Effective, Snapshot};
 use super::state::{Hashed, NotAdmitted, Slot, TenantState};
 use crate::tenant::error::InvalidOrgId;
 use crate::tenant::extract::single_value;
@@ -31,13 +31,30 @@ pub(crate) struct Limiter {
     pub(crate) hasher: RandomState,
 }
 
-/// A tenant charged for a call: its state, the rate it took a token of
-/// (to give back if the call is refused for another tenant), and its work
-/// rate (for the call's budget).
-struct Charged {
+/// A tenant charged for a call: its state, and its limits (the rate it
+/// took a token of, to give back if the call is refused for another
+/// tenant; its work rate, for the call's budget).
+struct Charged<'c> {
     state: Arc<TenantState>,
-    gcra: Option<Gcra>,
-    work: Option<(Rate, Gcra)>,
+    limits: &'c Effective,
+}
+
+impl Charged<'_> {
+    /// Gives back the token taken (a federated call refused for another
+    /// tenant).
+    fn refund(&self) {
+        if let Some((_, gcra)) = self.limits.rate {
+            self.state.refund(gcra);
+        }
+    }
+}
+
+/// Why a tenant's call was not admitted, small (the hot path returns it),
+/// made into a [`LimitExceeded`] by [`refusal`] off that path.
+#[derive(Clone, Copy)]
+struct Refused<'c> {
+    limits: &'c Effective,
+    why: NotAdmitted,
 }
 
 impl Limiter {
@@ -59,37 +76,45 @@ impl Limiter {
     /// scope, no valid org id, or no limit for its tenants), `Ok(Some)`
     /// with its in-flight places when admitted, `Err` when refused (and
     /// reported to the observer). An admitted call whose tenants have a
-    /// work rate gets their [`TenantBudget`] in its extensions.
+    /// work rate gets their [`TenantBudget`] in `budget`, for its
+    /// extensions. (The request is not changed here: a function that
+    /// changes it would copy it before handing it on.)
     #[inline]
     pub(crate) fn admit<B>(
         &self,
-        request: &mut http::Request<B>,
+        request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, LimitExceeded> {
         let config = self.config.load();
         if !config.in_scope(request.uri().path()) {
             return Ok(None);
         }
-        let mut budget = None;
         let admitted = match tenants_of(request) {
             None => return Ok(None),
-            Some(Tenants::One(id)) => self.charge(&config, id).map(|charged| {
-                charged.map(|charged| {
-                    if let Some(work) = charged.work {
-                        budget = Some(self.budget_of(id, &charged.state, work));
+            Some(Tenants::One(id)) => match self.charge(&config, id) {
+                Ok(None) => return Ok(None),
+                Ok(Some(charged)) => {
+                    if let Some(work) = charged.limits.work {
+                        *budget = Some(self.budget_of(id, &charged.state, work));
                     }
-                    Slot::one(charged.state)
-                })
-            }),
-            Some(Tenants::Many(ids)) => self.charge_all(&config, ids, &mut budget),
-            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), &mut budget),
+                    Ok(Some(Slot::one(charged.state)))
+                }
+                Err(refused) => Err(refusal(&config, id, refused)),
+            },
+            Some(Tenants::Many(ids)) => self.charge_all(&config, ids, budget),
+            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), budget),
         };
-        if let Some(budget) = budget {
-            request.extensions_mut().insert(budget);
+        admitted.map_err(|refused| self.refused(&config, refused))
+    }
+
+    /// Reports a refusal to the observer.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, config: &Snapshot, refused: LimitExceeded) -> LimitExceeded {
+        if let Some(observer) = &config.observer {
+            observer.on_refused(&refused);
         }
-        if let (Err(refused), Some(observer)) = (&admitted, &config.observer) {
-            observer.on_refused(refused);
-        }
-        admitted
+        refused
     }
 
     /// The budget of a single tenant's call.
@@ -103,7 +128,11 @@ impl Limiter {
     /// Charges one call to tenant `id`: `Ok(None)` if the tenant has no
     /// limit.
     #[inline]
-    fn charge(&self, config: &Snapshot, id: &str) -> Result<Option<Charged>, LimitExceeded> {
+    fn charge<'c>(
+        &self,
+        config: &'c Snapshot,
+        id: &str,
+    ) -> Result<Option<Charged<'c>>, Refused<'c>> {
         let key = Hashed::new(&self.hasher, id);
         let limits = config.limits_for(key);
         if limits.is_unlimited() {
@@ -115,32 +144,17 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let (refused, retry_after) = match state.admit(limits.max_in_flight, rate) {
-                Ok(()) => {
-                    return Ok(Some(Charged {
-                        state: Arc::clone(state),
-                        gcra: rate.map(|(gcra, _)| gcra),
-                        work: limits.work,
-                    }));
-                }
+            return match state.admit(limits.max_in_flight, rate) {
+                Ok(()) => Ok(Some(Charged {
+                    state: Arc::clone(state),
+                    limits,
+                })),
                 Err(NotAdmitted::Evicted) => {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(NotAdmitted::InFlight) => (
-                    ExceededLimit::InFlight {
-                        max: limits.max_in_flight.unwrap_or(0),
-                    },
-                    config.in_flight_pushback,
-                ),
-                Err(NotAdmitted::Rate { wait }) => match limits.rate {
-                    Some((rate, _)) => {
-                        (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
-                    }
-                    None => (ExceededLimit::InFlight { max: 0 }, None),
-                },
+                Err(why) => Err(Refused { limits, why }),
             };
-            return Err(refusal(id, refused, retry_after));
         }
     }
 
@@ -155,28 +169,24 @@ impl Limiter {
         ids: &[OrgId],
         budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, LimitExceeded> {
-        let mut charged: Vec<Charged> = Vec::with_capacity(ids.len());
+        let mut charged: Vec<Charged<'_>> = Vec::with_capacity(ids.len());
         let mut accounts = Vec::new();
         for id in ids {
             match self.charge(config, id.as_str()) {
                 Ok(Some(one)) => {
-                    if let Some(work) = one.work {
+                    if let Some(work) = one.limits.work {
                         accounts.push(Account::new(id.clone(), Arc::clone(&one.state), work));
                     }
                     charged.push(one);
                 }
                 Ok(None) => {}
                 Err(refused) => {
-                    for one in &charged {
-                        if let Some(gcra) = one.gcra {
-                            one.state.refund(gcra);
-                        }
-                    }
+                    charged.iter().for_each(Charged::refund);
                     // Dropping the slot gives the in-flight places back.
                     drop(Slot::many(
                         charged.into_iter().map(|one| one.state).collect(),
                     ));
-                    return Err(refused);
+                    return Err(refusal(config, id.as_str(), refused));
                 }
             }
         }
@@ -188,9 +198,24 @@ impl Limiter {
     }
 }
 
-/// The refusal of a call of tenant `id` over `limit`.
+/// The refusal of a call of tenant `id`, with its pushback: for the rate,
+/// the time until the tenant's bucket admits the call; for calls in
+/// flight, the configured one, if any.
 #[cold]
-fn refusal(id: &str, limit: ExceededLimit, retry_after: Option<Duration>) -> LimitExceeded {
+#[inline(never)]
+fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitExceeded {
+    let limits = refused.limits;
+    let (limit, retry_after) = match (refused.why, limits.rate) {
+        (NotAdmitted::Rate { wait }, Some((rate, _))) => {
+            (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
+        }
+        _ => (
+            ExceededLimit::InFlight {
+                max: limits.max_in_flight.unwrap_or(0),
+            },
+            config.in_flight_pushback,
+        ),
+    };
     let refused = LimitExceeded::new(OrgId::from_checked(id.as_bytes()), limit);
     match retry_after {
         Some(after) => refused.with_retry_after(after),
