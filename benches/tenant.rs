@@ -181,7 +181,7 @@ fn server_layer(c: &mut Criterion) {
 
 /// A work-unit charge, beside the admitted call it is made in (the
 /// `tenant/server_layer` rows): one tenant, and a federated call's two.
-fn charge(c: &mut Criterion) {
+fn work(c: &mut Criterion) {
     let mut group = c.benchmark_group("tenant/work");
     let one = budget(ORG_ID);
     group.bench_function("TenantBudget::charge(1), one tenant", |b| {
@@ -593,7 +593,7 @@ criterion_group!(
     extraction,
     tenant_ids,
     server_layer,
-    charge,
+    work,
     client_layer
 );
 

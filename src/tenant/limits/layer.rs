@@ -26,9 +26,13 @@ use crate::tenant::paths::{PathSet, names};
 /// `RESOURCE_EXHAUSTED` naming the tenant and the limit (see
 /// [`LimitExceeded`](super::LimitExceeded) for the exact text), as a
 /// trailers-only response, without calling the inner service; plain HTTP
-/// gets `429 Too Many Requests` with the same text. Other tenants are not
-/// affected. An admitted call holds an in-flight place until its response
-/// body ends or is dropped: OK, error, cancel, deadline or reset.
+/// gets `429 Too Many Requests` with the same text. A rate refusal says
+/// when the call would pass (`grpc-retry-pushback-ms`, `Retry-After`).
+/// Other tenants are not affected. An admitted call of a tenant with a
+/// [work rate](Limits::with_work_rate) carries a
+/// [`TenantBudget`](super::TenantBudget) in its extensions, for the
+/// service to charge. An admitted call holds an in-flight place until its
+/// response body ends or is dropped: OK, error, cancel, deadline or reset.
 ///
 /// The tenant is the one [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer)
 /// validated when that layer is outside this one; otherwise this layer
