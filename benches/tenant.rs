@@ -1,8 +1,9 @@
 //! `tenant` benches: org-id extraction beside its baselines (bare read,
 //! Cortex's full metadata copy and its single-key fix), owned-id designs,
 //! federated ids, the server layers over a no-op service against no layer
-//! (`RequireOrgIdLayer`, and `TenantLimitLayer` under its limits, alone and
-//! under `RequireOrgIdLayer`), and the client layer (`SetOrgIdLayer`, alone and on either side of an
+//! (`RequireOrgIdLayer`, and `TenantLimitLayer` under its limits, alone,
+//! with a work rate and under `RequireOrgIdLayer`), a work-unit charge
+//! (`TenantBudget::charge`), and the client layer (`SetOrgIdLayer`, alone and on either side of an
 //! `OutgoingMetadataLayer`) against no layer.
 //!
 //! Every request uses 10 metadata keys built as h2 decodes them off the wire
@@ -30,7 +31,9 @@ use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, 
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{
+    Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer,
+};
 use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
@@ -167,13 +170,54 @@ fn server_layer(c: &mut Criterion) {
         &no_op,
         limit_under_require(&no_op),
     );
+    bench_calls(
+        &mut group,
+        LIMIT_WITH_WORK,
+        &no_op,
+        work_layer().layer(no_op.clone()),
+    );
     group.finish();
+}
+
+/// A work-unit charge, beside the admitted call it is made in (the
+/// `tenant/server_layer` rows): one tenant, and a federated call's two.
+fn work(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tenant/work");
+    let one = budget(ORG_ID);
+    group.bench_function("TenantBudget::charge(1), one tenant", |b| {
+        b.iter(|| black_box(&one).charge(black_box(1)))
+    });
+    // Above the burst: refused before any atomic operation.
+    group.bench_function("TenantBudget::charge above the burst (refused)", |b| {
+        b.iter(|| black_box(&one).charge(black_box(2_000_000)))
+    });
+    let two = budget("team-a|team-b");
+    group.bench_function("TenantBudget::charge(1), federated, 2 tenants", |b| {
+        b.iter(|| black_box(&two).charge(black_box(1)))
+    });
+    group.bench_function("TenantBudget::clone", |b| {
+        b.iter(|| black_box(&one).clone())
+    });
+    group.finish();
+}
+
+/// The budget [`work_layer`] gives a call of `org_id`.
+fn budget(org_id: &str) -> TenantBudget {
+    let no_op = NoOp::new();
+    let mut service = work_layer().layer(no_op.clone());
+    drop(call(&mut service, tonic_request(org_id)));
+    let request = no_op.take().pop().unwrap_or_else(|| panic!("not called"));
+    request
+        .tenant_budget()
+        .unwrap_or_else(|| panic!("no budget"))
+        .clone()
 }
 
 /// The `TenantLimitLayer` rows: alone (reading the header itself), and
 /// inside `RequireOrgIdLayer` (reading its extension).
 const LIMIT_ALONE: &str = "TenantLimit under its limits (no-op service)";
 const LIMIT_UNDER_REQUIRE: &str = "RequireOrgId over TenantLimit (no-op service)";
+const LIMIT_WITH_WORK: &str = "TenantLimit with a work rate (no-op service)";
 
 /// A limit layer whose limits the benched calls never reach, so every call
 /// is admitted and counted: an in-flight limit and a rate (1e9 per second,
@@ -185,6 +229,20 @@ fn limit_layer() -> TenantLimitLayer {
         Limits::unlimited()
             .with_max_in_flight(1_000_000)
             .with_rate(rate),
+    )
+}
+
+/// [`limit_layer`]'s limits with a work rate that charges of 1 never
+/// reach (the fastest a GCRA counts, 1 unit per ns, a burst of a million):
+/// each admitted call gets a budget in its extensions.
+fn work_layer() -> TenantLimitLayer {
+    let rate = Rate::new(1e9, 1_000_000).unwrap_or_else(|e| panic!("{e}"));
+    let work = Rate::new(1e9, 1_000_000).unwrap_or_else(|e| panic!("{e}"));
+    TenantLimitLayer::new(
+        Limits::unlimited()
+            .with_max_in_flight(1_000_000)
+            .with_rate(rate)
+            .with_work_rate(work),
     )
 }
 
@@ -466,6 +524,10 @@ fn interleaved_overhead() {
         LIMIT_UNDER_REQUIRE,
         round(&no_op, limit_under_require(&no_op)),
     ));
+    variants.push((
+        LIMIT_WITH_WORK,
+        round(&no_op, work_layer().layer(no_op.clone())),
+    ));
     interleaved::print_overhead("server layer", &mut variants, 2_000, ROUND_CALLS as u32);
 }
 
@@ -509,6 +571,16 @@ fn report_allocations() {
             let r = tonic_request(ORG_ID);
             allocations(|| call(&mut both, r)).0
         }),
+        ("TenantLimit call with a work rate", {
+            let mut work = work_layer().layer(no_op.clone());
+            drop(call(&mut work, tonic_request(ORG_ID)));
+            let r = tonic_request(ORG_ID);
+            allocations(|| call(&mut work, r)).0
+        }),
+        ("TenantBudget::charge", {
+            let budget = budget(ORG_ID);
+            allocations(|| budget.charge(1)).0
+        }),
     ];
     println!("allocations per operation (10 wire-built metadata keys):");
     for (name, count) in rows {
@@ -516,7 +588,14 @@ fn report_allocations() {
     }
 }
 
-criterion_group!(benches, extraction, tenant_ids, server_layer, client_layer);
+criterion_group!(
+    benches,
+    extraction,
+    tenant_ids,
+    server_layer,
+    work,
+    client_layer
+);
 
 fn main() {
     report_allocations();

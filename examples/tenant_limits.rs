@@ -3,9 +3,16 @@
 //! tenants calling it as fast as they can, one of them throttled by the
 //! defaults and the other with an override; then a table of what each got,
 //! and the same again after the throttled tenant's limits are raised at
-//! run time. Exits non-zero if a tenant did not get what its limits say.
+//! run time. Then a refusal's pushback (`grpc-retry-pushback-ms`: when the
+//! tenant's next call will pass) obeyed, and a push service, shaped like
+//! Cortex's distributor, that charges each write for the samples it carries
+//! against a work rate. Exits non-zero if a tenant did not get what its
+//! limits say.
 //!
 //! Run: `cargo run --example tenant-limits`
+
+#[path = "quickstart/echo.rs"]
+mod echo;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
-use tonic::{Code, Request};
+use tonic::{Code, Request, Response, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::server::health_reporter;
 use tonic_hotpath::tenant::limits::{
-    ExceededLimit, LimitExceeded, LimitObserver, Limits, Rate, TenantLimitLayer,
+    ExceededLimit, LimitExceeded, LimitObserver, Limits, RETRY_PUSHBACK_MS, Rate, TenantBudgetExt,
+    TenantLimitLayer,
 };
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
@@ -138,6 +146,135 @@ fn print_table(title: &str, rows: &[(&str, &Got)], elapsed: Duration) {
     }
 }
 
+/// A write path shaped like Cortex's distributor: each request's message is
+/// the number of samples the write carries (a real one decodes them); the
+/// service charges the tenant for them once it knows how many.
+#[derive(Debug, Default)]
+struct Distributor;
+
+#[tonic::async_trait]
+impl echo::Echo for Distributor {
+    async fn unary_echo(
+        &self,
+        request: Request<echo::EchoRequest>,
+    ) -> Result<Response<echo::EchoResponse>, Status> {
+        let samples: u64 = request
+            .get_ref()
+            .message
+            .parse()
+            .map_err(|_| Status::invalid_argument("not a number of samples"))?;
+        // Refused: RESOURCE_EXHAUSTED naming the tenant, the work rate and
+        // the samples, with the pushback until they would fit.
+        request.charge_work(samples)?;
+        Ok(Response::new(echo::EchoResponse {
+            message: format!("{samples} samples accepted"),
+        }))
+    }
+}
+
+/// A health check of `tenant`: OK, or the refusal.
+async fn health_check(
+    channel: &Channel,
+    tenant: &str,
+) -> Result<Result<(), Status>, Box<dyn std::error::Error>> {
+    let stamped = ServiceBuilder::new()
+        .layer(SetOrgIdLayer::new(OrgId::new(tenant)?))
+        .service(channel.clone());
+    let check = Request::new(HealthCheckRequest::default());
+    Ok(HealthClient::new(stamped).check(check).await.map(drop))
+}
+
+/// The pushback a refusal carries, in milliseconds.
+fn pushback(status: &Status) -> Option<u64> {
+    status
+        .metadata()
+        .get(RETRY_PUSHBACK_MS)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Round 3: a refusal's pushback obeyed, then writes charged by samples.
+async fn round_three(
+    channel: &Channel,
+    handle: &tonic_hotpath::tenant::limits::LimitsHandle,
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!(
+        "
+Round 3, pushback and work units:
+"
+    );
+    // team-slow: 2 calls per second, a burst of 1.
+    handle.set_override(
+        OrgId::new("team-slow")?,
+        Limits::unlimited().with_rate(Rate::new(2.0, 1)?),
+    );
+    check(
+        health_check(channel, "team-slow").await?.is_ok(),
+        "team-slow's burst",
+    )?;
+    let refused = health_check(channel, "team-slow").await?;
+    let status = refused
+        .err()
+        .ok_or("team-slow's second call was not refused")?;
+    let wait = pushback(&status).ok_or("no pushback")?;
+    println!(
+        "team-slow was told: {} ({RETRY_PUSHBACK_MS}: {wait})",
+        status.message()
+    );
+    check(
+        (1..=500).contains(&wait),
+        "the pushback is the time to the next token",
+    )?;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    check(
+        health_check(channel, "team-slow").await?.is_ok(),
+        "retried after the pushback, team-slow's call passes",
+    )?;
+    println!("team-slow retried {wait} ms later: OK");
+
+    // team-push: 1 000 samples per second, a burst of 2 000; writes of 250
+    // samples for a second, each refused one retried after its pushback.
+    let samples = Limits::unlimited().with_work_rate(Rate::new(1_000.0, 2_000)?);
+    handle.set_override(OrgId::new("team-push")?, samples);
+    let stamped = ServiceBuilder::new()
+        .layer(SetOrgIdLayer::new(OrgId::new("team-push")?))
+        .service(channel.clone());
+    let mut client = echo::EchoClient::new(stamped);
+    let (mut writes, mut accepted, mut message) = (0, 0, None);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        let write = Request::new(echo::EchoRequest {
+            message: "250".into(),
+        });
+        writes += 1;
+        match client.unary_echo(write).await {
+            Ok(_) => accepted += 250,
+            Err(status) if status.code() == Code::ResourceExhausted => {
+                message.get_or_insert_with(|| status.message().to_owned());
+                // Wait until the samples fit, as the pushback says.
+                let wait = pushback(&status).unwrap_or(100);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            Err(status) => return Err(status.into()),
+        }
+    }
+    let due = 2_000.0 + 1_000.0 * start.elapsed().as_secs_f64();
+    println!(
+        "team-push sent {writes} writes of 250 samples in {:.0?}: {accepted} samples accepted \
+         (burst + rate × elapsed = {due:.0})",
+        start.elapsed()
+    );
+    if let Some(message) = message {
+        println!("team-push was told: {message}");
+    }
+    check(
+        f64::from(accepted) <= due && f64::from(accepted) > due - 500.0,
+        "the samples accepted follow the work rate",
+    )
+}
+
 fn check(ok: bool, what: &str) -> Result<(), Box<dyn std::error::Error>> {
     if ok {
         Ok(())
@@ -170,6 +307,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .layer(RequireOrgIdLayer::new())
             .layer(limits)
             .add_service(health)
+            .add_service(echo::EchoServer::new(Distributor))
             .serve_with_incoming(incoming),
     );
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
@@ -220,5 +358,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reported =
         refusals.rate.load(Ordering::Relaxed) + refusals.in_flight.load(Ordering::Relaxed);
     check(reported == refused as u64, "every refusal was reported")?;
-    Ok(())
+
+    round_three(&channel, &handle).await
 }

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::header::{CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tonic::Status;
 
@@ -20,6 +20,12 @@ use super::error::OrgIdError;
 pub(crate) trait RefusalError: fmt::Display + Into<Status> {
     /// The status of the plain HTTP answer.
     const HTTP_STATUS: StatusCode;
+
+    /// The plain HTTP answer's `Retry-After`, in seconds (none by
+    /// default).
+    fn retry_after_seconds(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl RefusalError for OrgIdError {
@@ -100,7 +106,8 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// A plain HTTP refusal, as Go's `http.Error(w, err.Error(), status)`:
 /// `E::HTTP_STATUS`, the error's text and a newline as a `text/plain`
-/// body, `X-Content-Type-Options: nosniff`.
+/// body, `X-Content-Type-Options: nosniff`, and `Retry-After` when the
+/// error says when to retry.
 fn plain_http<E: RefusalError, Body: RefusalBody>(error: &E) -> http::Response<Body> {
     let text = format!("{error}\n");
     let mut response = http::Response::new(Body::refusal_text(Bytes::from(text)));
@@ -111,6 +118,9 @@ fn plain_http<E: RefusalError, Body: RefusalBody>(error: &E) -> http::Response<B
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if let Some(seconds) = error.retry_after_seconds() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
     response
 }
 

@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
@@ -239,5 +240,62 @@ pub async fn wait_for<T: PartialEq + std::fmt::Debug>(what: &str, want: T, load:
     panic!(
         "timed out waiting for {what}: want {want:?}, have {:?}",
         load()
+    );
+}
+
+/// When a call was sent and when its answer came: its server time lies
+/// between.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// When the call was sent.
+    pub sent: Instant,
+    /// When its answer came.
+    pub returned: Instant,
+}
+
+/// One unary call of `org_id` carrying `message`, timed.
+pub async fn timed(
+    client: &EchoClient<Channel>,
+    org_id: &str,
+    message: &str,
+) -> (Result<EchoResponse, Status>, Span) {
+    let sent = Instant::now();
+    let result = client
+        .clone()
+        .unary_echo(request(Some(org_id), message))
+        .await
+        .map(tonic::Response::into_inner);
+    (
+        result,
+        Span {
+            sent,
+            returned: Instant::now(),
+        },
+    )
+}
+
+/// The pushback a refused call's status carries, in milliseconds.
+pub fn pushback(status: &Status) -> Option<u64> {
+    let value = status
+        .metadata()
+        .get(tonic_hotpath::tenant::limits::RETRY_PUSHBACK_MS)?;
+    Some(value.to_str().ok()?.parse().expect("a whole number"))
+}
+
+/// Asserts that a refusal at `refusal` carries the pushback the GCRA
+/// gives: the bucket admits the next call `due` after the first call of
+/// the burst (`first`), so a refusal at server time `t` says
+/// `due - (t - first)`, rounded up to whole milliseconds.
+pub fn assert_pushback(pushback_ms: u64, due: Duration, first: Span, refusal: Span) {
+    let most_elapsed = refusal.returned - first.sent;
+    let least_elapsed = refusal.sent.saturating_duration_since(first.returned);
+    let low = due.saturating_sub(most_elapsed).as_nanos() / 1_000_000;
+    let high = due
+        .saturating_sub(least_elapsed)
+        .as_nanos()
+        .div_ceil(1_000_000);
+    assert!(
+        (low..=high).contains(&u128::from(pushback_ms)),
+        "pushback {pushback_ms} ms, expected {low}..={high} ms"
     );
 }

@@ -38,7 +38,10 @@ mod tenant_limits_file_otel;
 mod tenant_limits_interop_go;
 #[cfg(feature = "otel")]
 mod tenant_limits_otel;
+mod tenant_limits_pushback;
+mod tenant_limits_pushback_go;
 mod tenant_limits_release;
+mod tenant_limits_work;
 mod tenant_plain_http;
 mod tenant_rules;
 mod tenant_server_order;

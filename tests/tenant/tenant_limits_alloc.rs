@@ -1,6 +1,7 @@
 //! Allocations of `TenantLimitLayer` per call (counting allocator), on
 //! requests as tonic hands them to a layer: none for an admitted call of a
-//! known tenant, alone or under `RequireOrgIdLayer`.
+//! known tenant, alone or under `RequireOrgIdLayer`; with a work rate, one
+//! (the budget in the request's extensions), and none per charge.
 use crate::tenant_support;
 
 use tenant_support::{NoOp, allocations, call, tonic_request};
@@ -86,4 +87,27 @@ fn a_new_tenant_allocates_its_state_once() {
     let (second, response) = allocations(|| call(&mut limited, request));
     drop(response);
     assert!(first > second, "first {first}, then {second}");
+}
+
+#[test]
+fn a_work_rate_adds_one_allocation_the_budget_and_a_charge_none() {
+    use tonic_hotpath::tenant::limits::TenantBudgetExt;
+
+    let no_op = NoOp::new();
+    let bare = steady_allocations(&mut no_op.clone(), &no_op, "team-a");
+    let work = generous().with_work_rate(Rate::new(1e9, 1_000_000).expect("valid rate"));
+    let mut limited = TenantLimitLayer::new(work).layer(no_op.clone());
+    for tenant in ["team-a", "5f1b9a2c-3e4d-4c1a-9f0e-7d2b6a8c4e11"] {
+        for _ in 0..3 {
+            let with = steady_allocations(&mut limited, &no_op, tenant);
+            assert_eq!(with, bare + 1, "the budget in the extensions");
+        }
+    }
+    let response = call(&mut limited, tonic_request("team-a")).expect("ready");
+    let request = no_op.take().pop().expect("the call reached the service");
+    let (count, charged) = allocations(|| request.charge_work(1_000));
+    assert_eq!((count, charged), (0, Ok(())));
+    let budget = request.tenant_budget().expect("a budget").clone();
+    assert_eq!(allocations(|| budget.charge(1)).0, 0);
+    drop(response);
 }

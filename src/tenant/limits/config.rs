@@ -1,8 +1,10 @@
-//! What one tenant may do: [`Limits`] (an in-flight limit and a [`Rate`]).
+//! What one tenant may do: [`Limits`] (an in-flight limit, a call
+//! [`Rate`] and a work-unit `Rate`).
 
 use std::fmt;
 
-/// A rate limit: calls per second, with a burst.
+/// A rate limit: calls (or, as a [work rate](Limits::with_work_rate),
+/// work units) per second, with a burst.
 ///
 /// A tenant idle long enough may make `burst` calls at once, then one per
 /// `1 / per_second` seconds (GCRA, the generic cell rate algorithm: a
@@ -92,18 +94,25 @@ impl fmt::Display for InvalidRate {
 
 impl std::error::Error for InvalidRate {}
 
-/// What one tenant may do: at most `max_in_flight` calls at once, and
-/// calls at most at `rate`. `None` is no limit of that kind; the default
-/// is no limit at all.
+/// What one tenant may do: at most `max_in_flight` calls at once, calls
+/// at most at `rate`, and work units at most at `work_rate`. `None` is no
+/// limit of that kind; the default is no limit at all.
+///
+/// The work rate limits what the calls carry rather than the calls (as
+/// Cortex's ingestion rate limits samples, not push requests): the
+/// service charges each call for its work once it has decoded it, with
+/// [`TenantBudget::charge`](super::TenantBudget::charge).
 ///
 /// ```
 /// use tonic_hotpath::tenant::limits::{Limits, Rate};
 ///
 /// let limits = Limits::unlimited()
 ///     .with_max_in_flight(8)
-///     .with_rate(Rate::new(100.0, 200)?);
+///     .with_rate(Rate::new(100.0, 200)?)
+///     .with_work_rate(Rate::new(10_000.0, 50_000)?); // e.g. samples
 /// assert_eq!(limits.max_in_flight, Some(8));
 /// assert_eq!(limits.rate.map(|rate| rate.burst), Some(200));
+/// assert_eq!(limits.work_rate.map(|rate| rate.burst), Some(50_000));
 /// assert!(Limits::default().is_unlimited());
 /// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRate>(())
 /// ```
@@ -113,8 +122,11 @@ pub struct Limits {
     /// Calls in flight at once (admitted and not yet ended). `Some(0)`
     /// refuses every call: a blocked tenant.
     pub max_in_flight: Option<u32>,
-    /// The rate limit.
+    /// The rate limit on calls.
     pub rate: Option<Rate>,
+    /// The rate limit on work units (samples, rows, bytes: whatever the
+    /// service charges), per second with a burst.
+    pub work_rate: Option<Rate>,
 }
 
 impl Limits {
@@ -123,6 +135,7 @@ impl Limits {
         Self {
             max_in_flight: None,
             rate: None,
+            work_rate: None,
         }
     }
 
@@ -154,9 +167,26 @@ impl Limits {
         self
     }
 
+    /// These limits with the work-unit rate limit `rate`: the units the
+    /// service charges per second ([`TenantBudget::charge`](super::TenantBudget::charge)),
+    /// with a burst that is also the largest charge ever admitted.
+    #[must_use]
+    pub const fn with_work_rate(mut self, rate: Rate) -> Self {
+        self.work_rate = Some(rate);
+        self
+    }
+
+    /// These limits without a work-unit rate limit (every charge
+    /// succeeds).
+    #[must_use]
+    pub const fn without_work_rate(mut self) -> Self {
+        self.work_rate = None;
+        self
+    }
+
     /// Whether no limit is set (such a tenant costs no state).
     pub const fn is_unlimited(&self) -> bool {
-        self.max_in_flight.is_none() && self.rate.is_none()
+        self.max_in_flight.is_none() && self.rate.is_none() && self.work_rate.is_none()
     }
 }
 
@@ -195,5 +225,8 @@ mod tests {
         assert_eq!(limits.max_in_flight, Some(0));
         assert!(!limits.is_unlimited());
         assert!(limits.without_max_in_flight().without_rate().is_unlimited());
+        let work = Limits::unlimited().with_work_rate(rate);
+        assert!(!work.is_unlimited());
+        assert!(work.without_work_rate().is_unlimited());
     }
 }

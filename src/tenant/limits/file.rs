@@ -112,9 +112,14 @@ impl std::error::Error for OverridesError {}
 ///     max_in_flight: 8 # null: no in-flight limit; 0 refuses every call
 ///     rate: 100        # calls per second; null: no rate limit
 ///     burst: 200       # at least 1
+///     work_rate: 10000 # work units per second (TenantBudget::charge); null: none
+///     work_burst: 50000
 ///   team-b:
 ///     rate: 5          # burst: the defaults' burst, or the rate rounded up
 /// ```
+///
+/// (`work_rate` and `work_burst` follow the rules of `rate` and `burst`:
+/// Cortex's `ingestion_rate` and `ingestion_burst_size`.)
 ///
 /// As in Cortex, a tenant's entry is laid over the defaults: a key left
 /// out keeps the default limit. Other top-level sections (a Cortex runtime
@@ -210,8 +215,8 @@ fn tenant_limits<'a, 'input>(
         _ => return Err((entry, "expected a mapping of limits".into())),
     };
     let mut max_in_flight = defaults.max_in_flight;
-    let mut per_second: Option<Option<f64>> = None;
-    let mut burst: Option<u32> = None;
+    let mut rate = RateKeys::default();
+    let mut work = RateKeys::default();
     for (key, value) in fields {
         match text_of(key) {
             Some("max_in_flight") => {
@@ -224,59 +229,94 @@ fn tenant_limits<'a, 'input>(
                     _ => return Err((value, "max_in_flight must be an integer or null".into())),
                 };
             }
-            Some("rate") => {
-                per_second = Some(match scalar(value) {
-                    Some(Scalar::Null) => None,
-                    Some(Scalar::Integer(n)) => Some(n as f64),
-                    Some(Scalar::FloatingPoint(x)) => Some(x.into_inner()),
-                    _ => return Err((value, "rate must be a number or null".into())),
-                });
-            }
-            Some("burst") => {
-                burst = match scalar(value) {
-                    Some(Scalar::Null) => None,
-                    Some(Scalar::Integer(n)) => Some(
-                        u32::try_from(n)
-                            .ok()
-                            .filter(|&n| n >= 1)
-                            .ok_or_else(|| (value, format!("burst {n} is out of range")))?,
-                    ),
-                    _ => return Err((value, "burst must be an integer".into())),
-                };
-            }
+            Some(name @ "rate") => rate.per_second = Some(per_second(name, value)?),
+            Some(name @ "burst") => rate.burst = burst(name, value)?,
+            Some(name @ "work_rate") => work.per_second = Some(per_second(name, value)?),
+            Some(name @ "work_burst") => work.burst = burst(name, value)?,
             other => {
                 return Err((
                     key,
                     format!(
-                        "unknown key {:?} (expected max_in_flight, rate or burst)",
+                        "unknown key {:?} (expected max_in_flight, rate, burst, work_rate or \
+                         work_burst)",
                         other.unwrap_or("?")
                     ),
                 ));
             }
         }
     }
-    let rate = match (per_second, burst) {
-        (None, None) => defaults.rate,
-        (Some(None), None) => None,
-        (None | Some(None), Some(burst)) => {
-            let per_second = defaults
-                .rate
-                .filter(|_| per_second.is_none())
-                .map(|rate| rate.per_second)
-                .ok_or((entry, "burst without a rate".to_owned()))?;
-            Some(valid_rate(entry, per_second, burst)?)
-        }
-        (Some(Some(per_second)), burst) => {
-            let burst = burst
-                .or(defaults.rate.map(|rate| rate.burst))
-                .unwrap_or_else(|| per_second.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
-            Some(valid_rate(entry, per_second, burst)?)
-        }
-    };
     Ok(Limits {
         max_in_flight,
-        rate,
+        rate: rate.over(entry, defaults.rate, "burst without a rate")?,
+        work_rate: work.over(entry, defaults.work_rate, "work_burst without a work_rate")?,
     })
+}
+
+/// A rate's two keys as a tenant's entry gives them: the rate (`None`
+/// when left out, `Some(None)` for `null`) and the burst.
+#[derive(Default)]
+struct RateKeys {
+    per_second: Option<Option<f64>>,
+    burst: Option<u32>,
+}
+
+impl RateKeys {
+    /// The rate these keys give laid over `default`: a key left out keeps
+    /// the default's; a rate without a burst takes the default's burst, or
+    /// the rate rounded up.
+    fn over<'a, 'input>(
+        self,
+        entry: &'a MarkedYaml<'input>,
+        default: Option<Rate>,
+        burst_alone: &str,
+    ) -> Result<Option<Rate>, NodeError<'a, 'input>> {
+        Ok(match (self.per_second, self.burst) {
+            (None, None) => default,
+            (Some(None), None) => None,
+            (None | Some(None), Some(burst)) => {
+                let per_second = default
+                    .filter(|_| self.per_second.is_none())
+                    .map(|rate| rate.per_second)
+                    .ok_or((entry, burst_alone.to_owned()))?;
+                Some(valid_rate(entry, per_second, burst)?)
+            }
+            (Some(Some(per_second)), burst) => {
+                let burst = burst
+                    .or(default.map(|rate| rate.burst))
+                    .unwrap_or_else(|| per_second.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
+                Some(valid_rate(entry, per_second, burst)?)
+            }
+        })
+    }
+}
+
+/// A rate key's value: a number, or `null` (no such limit).
+fn per_second<'a, 'input>(
+    name: &str,
+    value: &'a MarkedYaml<'input>,
+) -> Result<Option<f64>, NodeError<'a, 'input>> {
+    match scalar(value) {
+        Some(Scalar::Null) => Ok(None),
+        Some(Scalar::Integer(n)) => Ok(Some(n as f64)),
+        Some(Scalar::FloatingPoint(x)) => Ok(Some(x.into_inner())),
+        _ => Err((value, format!("{name} must be a number or null"))),
+    }
+}
+
+/// A burst key's value: an integer of at least 1, or `null` (left out).
+fn burst<'a, 'input>(
+    name: &str,
+    value: &'a MarkedYaml<'input>,
+) -> Result<Option<u32>, NodeError<'a, 'input>> {
+    match scalar(value) {
+        Some(Scalar::Null) => Ok(None),
+        Some(Scalar::Integer(n)) => u32::try_from(n)
+            .ok()
+            .filter(|&n| n >= 1)
+            .map(Some)
+            .ok_or_else(|| (value, format!("{name} {n} is out of range"))),
+        _ => Err((value, format!("{name} must be an integer"))),
+    }
 }
 
 fn valid_rate<'a, 'input>(
@@ -354,14 +394,16 @@ overrides:
                     id("team-a"),
                     Limits {
                         max_in_flight: Some(8),
-                        rate: rate(100.0, 200)
+                        rate: rate(100.0, 200),
+                        work_rate: None
                     }
                 ),
                 (
                     id("007"),
                     Limits {
                         max_in_flight: None,
-                        rate: rate(0.5, 1)
+                        rate: rate(0.5, 1),
+                        work_rate: None
                     }
                 ),
                 (id("team-c"), DEFAULTS),
@@ -369,7 +411,8 @@ overrides:
                     id("team-d"),
                     Limits {
                         max_in_flight: Some(0),
-                        rate: None
+                        rate: None,
+                        work_rate: None
                     }
                 ),
             ]
@@ -393,6 +436,39 @@ overrides:
             .map(|(_, limits)| limits.rate.map(|rate| (rate.per_second, rate.burst)))
             .collect();
         assert_eq!(rates, [Some((10.0, 50)), Some((30.0, 20)), None]);
+    }
+
+    #[test]
+    fn work_rates_follow_the_rate_rules_and_leave_the_call_rate_alone() {
+        let defaults = DEFAULTS
+            .with_rate(Rate::new(10.0, 20).unwrap())
+            .with_work_rate(Rate::new(1000.0, 5000).unwrap());
+        let text = "overrides:\n  a: {work_burst: 9000}\n  b: {work_rate: 300}\n  \
+                    c: {work_rate: null}\n  d: {work_rate: 2.5, work_burst: 4}\n  e: {}\n";
+        let overrides = parse_overrides(text, defaults).unwrap();
+        let work: Vec<_> = overrides
+            .iter()
+            .map(|(_, limits)| limits.work_rate.map(|rate| (rate.per_second, rate.burst)))
+            .collect();
+        assert_eq!(
+            work,
+            [
+                Some((1000.0, 9000)),
+                Some((300.0, 5000)),
+                None,
+                Some((2.5, 4)),
+                Some((1000.0, 5000))
+            ]
+        );
+        assert!(
+            overrides
+                .iter()
+                .all(|(_, limits)| limits.rate == defaults.rate)
+        );
+        // Without a default work rate, a rate alone takes its own burst.
+        let overrides = parse_overrides("overrides:\n  a: {work_rate: 7.5}\n", DEFAULTS).unwrap();
+        let rate = overrides[0].1.work_rate.unwrap();
+        assert_eq!((rate.per_second, rate.burst), (7.5, 8));
     }
 
     #[test]
@@ -437,6 +513,17 @@ overrides:
                 "unsupported character ' '",
             ),
             ("overrides:\n  a: 1\n  a: 2\n", 3, "duplicate"),
+            (
+                "overrides:\n  a:\n    work_burst: 5\n",
+                3,
+                "work_burst without a work_rate",
+            ),
+            ("overrides:\n  a:\n    work_rate: 0\n", 3, "above 0"),
+            (
+                "overrides:\n  a:\n    work_burst: -1\n",
+                3,
+                "work_burst -1 is out of range",
+            ),
             ("overrides: [a, b]\n", 1, "must map tenant ids"),
             ("overrides:\n  a: {rate: 1\n", 3, ""),
             ("- a\n", 1, "top level"),

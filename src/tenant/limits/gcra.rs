@@ -55,25 +55,60 @@ pub(crate) struct GcraState {
 }
 
 impl GcraState {
-    /// Takes one call's worth of the bucket at `now` (ns since the epoch);
-    /// false (and nothing written) when the call is over the rate.
+    /// Takes one call's worth of the bucket at `now` (ns since the epoch).
+    /// Over the rate, nothing is written and the error is how long (ns,
+    /// above 0) until the bucket admits the call: the TAT the refusal saw,
+    /// less `now + tolerance`. Only a refusal computes it.
     #[inline]
-    pub(crate) fn try_acquire(&self, gcra: Gcra, now: u64) -> bool {
+    pub(crate) fn try_acquire(&self, gcra: Gcra, now: u64) -> Result<(), u64> {
         let charged = self.interval.load(Ordering::Acquire);
         if charged != gcra.interval {
             self.requote(charged, gcra, now);
         }
         let mut tat = self.tat.load(Ordering::Relaxed);
         loop {
-            if tat > now.saturating_add(gcra.tolerance) {
-                return false;
+            let latest = now.saturating_add(gcra.tolerance);
+            if tat > latest {
+                return Err(tat - latest);
             }
             let next = tat.max(now).saturating_add(gcra.interval);
             match self
                 .tat
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => return Ok(()),
+                Err(current) => tat = current,
+            }
+        }
+    }
+
+    /// Takes `n` units' worth of the bucket at `now`, as x/time/rate's
+    /// `AllowN`: all of them or none. Refused, nothing is written and the
+    /// error is how long (ns, above 0) until the bucket holds `n`, which
+    /// it does some day only if `n` is at most the burst (the caller
+    /// refuses larger charges before coming here). `n = 1` is
+    /// [`try_acquire`](Self::try_acquire).
+    pub(crate) fn try_acquire_n(&self, gcra: Gcra, now: u64, n: u64) -> Result<(), u64> {
+        let charged = self.interval.load(Ordering::Acquire);
+        if charged != gcra.interval {
+            self.requote(charged, gcra, now);
+        }
+        let cost = gcra.interval.saturating_mul(n);
+        // An empty bucket's TAT: `now + interval × burst`.
+        let limit = now
+            .saturating_add(gcra.tolerance)
+            .saturating_add(gcra.interval);
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let next = tat.max(now).saturating_add(cost);
+            if next > limit {
+                return Err(next - limit);
+            }
+            match self
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
                 Err(current) => tat = current,
             }
         }
@@ -111,11 +146,18 @@ impl GcraState {
     /// Gives back one call's worth taken by [`try_acquire`](Self::try_acquire)
     /// (a call admitted by the rate but refused by another limit).
     pub(crate) fn refund(&self, gcra: Gcra) {
+        self.refund_n(gcra, 1);
+    }
+
+    /// Gives back `n` units' worth taken by
+    /// [`try_acquire_n`](Self::try_acquire_n).
+    pub(crate) fn refund_n(&self, gcra: Gcra, n: u64) {
+        let cost = gcra.interval.saturating_mul(n);
         // `fetch_update` with a closure that never fails: always `Ok`.
         let _ = self
             .tat
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |tat| {
-                Some(tat.saturating_sub(gcra.interval))
+                Some(tat.saturating_sub(cost))
             });
     }
 
@@ -132,6 +174,13 @@ mod tests {
     use super::*;
 
     const SECOND: u64 = 1_000_000_000;
+    const MILLI: u64 = 1_000_000;
+
+    impl GcraState {
+        fn allows(&self, gcra: Gcra, now: u64) -> bool {
+            self.try_acquire(gcra, now).is_ok()
+        }
+    }
 
     fn rate(per_second: f64, burst: u32) -> Gcra {
         Gcra::of(Rate::new(per_second, burst).unwrap(), 1)
@@ -143,28 +192,28 @@ mod tests {
         let state = GcraState::default();
         let now = 7 * SECOND;
         assert!(state.is_full(now));
-        assert_eq!((0..20).filter(|_| state.try_acquire(gcra, now)).count(), 5);
+        assert_eq!((0..20).filter(|_| state.allows(gcra, now)).count(), 5);
         assert!(!state.is_full(now));
         // One interval (100 ms) later, one more.
         let later = now + SECOND / 10;
-        assert!(state.try_acquire(gcra, later));
-        assert!(!state.try_acquire(gcra, later));
+        assert!(state.allows(gcra, later));
+        assert!(!state.allows(gcra, later));
         // Long idle: full again, the burst again (not more).
         let idle = later + 10 * SECOND;
         assert!(state.is_full(idle));
-        assert_eq!((0..20).filter(|_| state.try_acquire(gcra, idle)).count(), 5);
+        assert_eq!((0..20).filter(|_| state.allows(gcra, idle)).count(), 5);
     }
 
     #[test]
     fn a_refund_gives_back_one_call() {
         let gcra = rate(1.0, 2);
         let state = GcraState::default();
-        assert!(state.try_acquire(gcra, SECOND));
-        assert!(state.try_acquire(gcra, SECOND));
-        assert!(!state.try_acquire(gcra, SECOND));
+        assert!(state.allows(gcra, SECOND));
+        assert!(state.allows(gcra, SECOND));
+        assert!(!state.allows(gcra, SECOND));
         state.refund(gcra);
-        assert!(state.try_acquire(gcra, SECOND));
-        assert!(!state.try_acquire(gcra, SECOND));
+        assert!(state.allows(gcra, SECOND));
+        assert!(!state.allows(gcra, SECOND));
     }
 
     #[test]
@@ -172,10 +221,10 @@ mod tests {
         let state = GcraState::default();
         let now = SECOND;
         let old = rate(1.0, 3);
-        assert_eq!((0..3).filter(|_| state.try_acquire(old, now)).count(), 3);
+        assert_eq!((0..3).filter(|_| state.allows(old, now)).count(), 3);
         // A larger burst: the 3 calls already made still count.
         let new = rate(1.0, 5);
-        assert_eq!((0..10).filter(|_| state.try_acquire(new, now)).count(), 2);
+        assert_eq!((0..10).filter(|_| state.allows(new, now)).count(), 2);
     }
 
     #[test]
@@ -185,28 +234,24 @@ mod tests {
         // 3 calls of a burst of 3 at 1 per second; then 10 per second with a
         // burst of 5: 2 more now.
         assert_eq!(
-            (0..3)
-                .filter(|_| state.try_acquire(rate(1.0, 3), now))
-                .count(),
+            (0..3).filter(|_| state.allows(rate(1.0, 3), now)).count(),
             3
         );
         assert_eq!(
-            (0..9)
-                .filter(|_| state.try_acquire(rate(10.0, 5), now))
-                .count(),
+            (0..9).filter(|_| state.allows(rate(10.0, 5), now)).count(),
             2
         );
         // Raised far: the 5 made count, the rest of the new burst is there.
         assert_eq!(
             (0..2000)
-                .filter(|_| state.try_acquire(rate(10_000.0, 1_000), now))
+                .filter(|_| state.allows(rate(10_000.0, 1_000), now))
                 .count(),
             995
         );
         // Lowered below what was made: an empty bucket, not a debt.
-        assert!(!state.try_acquire(rate(1.0, 10), now));
-        assert!(state.try_acquire(rate(1.0, 10), now + SECOND));
-        assert!(!state.try_acquire(rate(1.0, 10), now + SECOND));
+        assert!(!state.allows(rate(1.0, 10), now));
+        assert!(state.allows(rate(1.0, 10), now + SECOND));
+        assert!(!state.allows(rate(1.0, 10), now + SECOND));
     }
 
     #[test]
@@ -216,22 +261,69 @@ mod tests {
         assert_eq!(local.interval, 33_333_333);
         assert_eq!(global.interval, 100_000_000);
         let state = GcraState::default();
-        assert_eq!((0..10).filter(|_| state.try_acquire(global, 0)).count(), 4);
-        assert!(!state.try_acquire(global, SECOND / 10 - 1));
-        assert!(state.try_acquire(global, SECOND / 10));
+        assert_eq!((0..10).filter(|_| state.allows(global, 0)).count(), 4);
+        assert!(!state.allows(global, SECOND / 10 - 1));
+        assert!(state.allows(global, SECOND / 10));
     }
 
     #[test]
     fn extreme_rates_saturate_instead_of_overflowing() {
         let slow = rate(1e-300, u32::MAX);
         let state = GcraState::default();
-        assert!(state.try_acquire(slow, 0));
-        assert!(state.try_acquire(slow, 0));
+        assert!(state.allows(slow, 0));
+        assert!(state.allows(slow, 0));
         let fast = rate(1e300, 1);
         assert_eq!(fast.interval, 1);
         let state = GcraState::default();
-        assert!(state.try_acquire(fast, 5));
-        assert!(!state.try_acquire(fast, 5));
-        assert!(state.try_acquire(fast, 6));
+        assert!(state.allows(fast, 5));
+        assert!(!state.allows(fast, 5));
+        assert!(state.allows(fast, 6));
+    }
+
+    #[test]
+    fn a_refusal_says_how_long_until_the_bucket_admits_the_call() {
+        let gcra = rate(10.0, 5);
+        let state = GcraState::default();
+        let now = 3 * SECOND;
+        assert_eq!((0..5).filter(|_| state.allows(gcra, now)).count(), 5);
+        // TAT = now + 500 ms, tolerance 400 ms: the next token in 100 ms.
+        assert_eq!(state.try_acquire(gcra, now), Err(100 * MILLI));
+        assert_eq!(state.try_acquire(gcra, now + 30 * MILLI), Err(70 * MILLI));
+        assert_eq!(state.try_acquire(gcra, now + 100 * MILLI - 1), Err(1));
+        assert_eq!(state.try_acquire(gcra, now + 100 * MILLI), Ok(()));
+        assert_eq!(state.try_acquire(gcra, now + 100 * MILLI), Err(100 * MILLI));
+    }
+
+    #[test]
+    fn n_units_are_taken_all_or_none_with_the_wait_for_all_of_them() {
+        let gcra = rate(10.0, 5);
+        let state = GcraState::default();
+        let now = SECOND;
+        assert_eq!(state.try_acquire_n(gcra, now, 3), Ok(()));
+        // 2 left: 3 more need one more token (100 ms); nothing taken.
+        assert_eq!(state.try_acquire_n(gcra, now, 3), Err(100 * MILLI));
+        assert_eq!(state.try_acquire_n(gcra, now, 2), Ok(()));
+        assert_eq!(state.try_acquire_n(gcra, now, 1), Err(100 * MILLI));
+        assert_eq!(state.try_acquire_n(gcra, now, 5), Err(500 * MILLI));
+        assert_eq!(state.try_acquire_n(gcra, now, 0), Ok(()));
+        state.refund_n(gcra, 3);
+        assert_eq!(state.try_acquire_n(gcra, now, 4), Err(100 * MILLI));
+        assert_eq!(state.try_acquire_n(gcra, now, 3), Ok(()));
+        // A full bucket again after 500 ms: the whole burst at once.
+        assert_eq!(state.try_acquire_n(gcra, now + 500 * MILLI, 5), Ok(()));
+    }
+
+    #[test]
+    fn one_unit_is_one_call() {
+        let gcra = rate(7.0, 3);
+        let (calls, units) = (GcraState::default(), GcraState::default());
+        for step in 0..200u64 {
+            let now = SECOND + step * 37 * MILLI / 3;
+            assert_eq!(
+                calls.try_acquire(gcra, now),
+                units.try_acquire_n(gcra, now, 1),
+                "{step}"
+            );
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tower::{Layer, Service};
 
+use super::budget::TenantBudget;
 use super::config::Limits;
 use super::future::TenantLimitFuture;
 use super::handle::LimitsHandle;
@@ -14,6 +15,7 @@ use super::limiter::Limiter;
 use super::observer::LimitObserver;
 use super::refusal::Refusal;
 use super::snapshot::Snapshot;
+use super::state::Slot;
 use crate::tenant::OrgId;
 use crate::tenant::paths::{PathSet, names};
 
@@ -24,9 +26,13 @@ use crate::tenant::paths::{PathSet, names};
 /// `RESOURCE_EXHAUSTED` naming the tenant and the limit (see
 /// [`LimitExceeded`](super::LimitExceeded) for the exact text), as a
 /// trailers-only response, without calling the inner service; plain HTTP
-/// gets `429 Too Many Requests` with the same text. Other tenants are not
-/// affected. An admitted call holds an in-flight place until its response
-/// body ends or is dropped: OK, error, cancel, deadline or reset.
+/// gets `429 Too Many Requests` with the same text. A rate refusal says
+/// when the call would pass (`grpc-retry-pushback-ms`, `Retry-After`).
+/// Other tenants are not affected. An admitted call of a tenant with a
+/// [work rate](Limits::with_work_rate) carries a
+/// [`TenantBudget`](super::TenantBudget) in its extensions, for the
+/// service to charge. An admitted call holds an in-flight place until its
+/// response body ends or is dropped: OK, error, cancel, deadline or reset.
 ///
 /// The tenant is the one [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer)
 /// validated when that layer is outside this one; otherwise this layer
@@ -154,6 +160,28 @@ impl TenantLimitLayer {
         self
     }
 
+    /// Makes in-flight refusals carry a pushback of `after`: the
+    /// `grpc-retry-pushback-ms` trailer (rounded up to whole
+    /// milliseconds), `Retry-After` for plain HTTP (whole seconds, rounded
+    /// up, at least 1). By default they carry none: no one knows when a
+    /// place frees, and a client without a pushback retries on its own
+    /// backoff. (Rate refusals always carry one: the time until the
+    /// tenant's bucket admits the call.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+    ///
+    /// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(16))
+    ///     .in_flight_pushback(Duration::from_millis(250));
+    /// # drop(layer);
+    /// ```
+    pub fn in_flight_pushback(self, after: Duration) -> Self {
+        self.limiter
+            .update(|config| config.with(|next| next.in_flight_pushback = Some(after)));
+        self
+    }
+
     /// Reports every refusal to `observer` (replacing any earlier one),
     /// e.g. `LimitMetrics` (feature `otel`).
     pub fn observer(self, observer: impl LimitObserver) -> Self {
@@ -224,9 +252,33 @@ where
 
     #[inline]
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        match self.limiter.admit(&request) {
-            Ok(slot) => TenantLimitFuture::inner(self.inner.call(request), slot),
+        let mut budget = None;
+        match self.limiter.admit(&request, &mut budget) {
+            Ok(slot) => match budget {
+                None => TenantLimitFuture::inner(self.inner.call(request), slot),
+                Some(budget) => self.call_with_budget(request, slot, budget),
+            },
             Err(refused) => TenantLimitFuture::refused(Refusal::of(request.headers(), refused)),
         }
+    }
+}
+
+impl<S> TenantLimit<S> {
+    /// Calls the inner service with the call's work budget in its
+    /// extensions (off the path of calls without a work rate, which hand
+    /// their request on untouched).
+    #[cold]
+    #[inline(never)]
+    fn call_with_budget<ReqBody>(
+        &mut self,
+        mut request: http::Request<ReqBody>,
+        slot: Option<Slot>,
+        budget: TenantBudget,
+    ) -> TenantLimitFuture<S::Future>
+    where
+        S: Service<http::Request<ReqBody>>,
+    {
+        request.extensions_mut().insert(budget);
+        TenantLimitFuture::inner(self.inner.call(request), slot)
     }
 }

@@ -4,13 +4,16 @@
 
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::budget::{Account, TenantBudget};
+use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
-use super::snapshot::Snapshot;
+use super::snapshot::{Effective, Snapshot};
 use super::state::{Hashed, NotAdmitted, Slot, TenantState};
 use crate::tenant::error::InvalidOrgId;
 use crate::tenant::extract::single_value;
@@ -28,11 +31,30 @@ pub(crate) struct Limiter {
     pub(crate) hasher: RandomState,
 }
 
-/// A tenant charged for a call: its state, and the rate it took a token
-/// of (to give back if the call is refused for another tenant).
-struct Charged {
+/// A tenant charged for a call: its state, and its limits (the rate it
+/// took a token of, to give back if the call is refused for another
+/// tenant; its work rate, for the call's budget).
+struct Charged<'c> {
     state: Arc<TenantState>,
-    gcra: Option<Gcra>,
+    limits: &'c Effective,
+}
+
+impl Charged<'_> {
+    /// Gives back the token taken (a federated call refused for another
+    /// tenant).
+    fn refund(&self) {
+        if let Some((_, gcra)) = self.limits.rate {
+            self.state.refund(gcra);
+        }
+    }
+}
+
+/// Why a tenant's call was not admitted, small (the hot path returns it),
+/// made into a [`LimitExceeded`] by [`refusal`] off that path.
+#[derive(Clone, Copy)]
+struct Refused<'c> {
+    limits: &'c Effective,
+    why: NotAdmitted,
 }
 
 impl Limiter {
@@ -53,11 +75,15 @@ impl Limiter {
     /// Admits or refuses a call: `Ok(None)` when it is not limited (out of
     /// scope, no valid org id, or no limit for its tenants), `Ok(Some)`
     /// with its in-flight places when admitted, `Err` when refused (and
-    /// reported to the observer).
+    /// reported to the observer). An admitted call whose tenants have a
+    /// work rate gets their [`TenantBudget`] in `budget`, for its
+    /// extensions. (The request is not changed here: a function that
+    /// changes it would copy it before handing it on.)
     #[inline]
     pub(crate) fn admit<B>(
         &self,
         request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, LimitExceeded> {
         let config = self.config.load();
         if !config.in_scope(request.uri().path()) {
@@ -65,22 +91,48 @@ impl Limiter {
         }
         let admitted = match tenants_of(request) {
             None => return Ok(None),
-            Some(Tenants::One(id)) => self
-                .charge(&config, id)
-                .map(|charged| charged.map(|charged| Slot::one(charged.state))),
-            Some(Tenants::Many(ids)) => self.charge_all(&config, ids),
-            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice()),
+            Some(Tenants::One(id)) => match self.charge(&config, id) {
+                Ok(None) => return Ok(None),
+                Ok(Some(charged)) => {
+                    if let Some(work) = charged.limits.work {
+                        *budget = Some(self.budget_of(id, &charged.state, work));
+                    }
+                    Ok(Some(Slot::one(charged.state)))
+                }
+                Err(refused) => Err(refusal(&config, id, refused)),
+            },
+            Some(Tenants::Many(ids)) => self.charge_all(&config, ids, budget),
+            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), budget),
         };
-        if let (Err(refused), Some(observer)) = (&admitted, &config.observer) {
-            observer.on_refused(refused);
+        admitted.map_err(|refused| self.refused(&config, refused))
+    }
+
+    /// Reports a refusal to the observer.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, config: &Snapshot, refused: LimitExceeded) -> LimitExceeded {
+        if let Some(observer) = &config.observer {
+            observer.on_refused(&refused);
         }
-        admitted
+        refused
+    }
+
+    /// The budget of a single tenant's call.
+    #[cold]
+    #[inline(never)]
+    fn budget_of(&self, id: &str, state: &Arc<TenantState>, work: (Rate, Gcra)) -> TenantBudget {
+        let account = Account::new(OrgId::from_checked(id.as_bytes()), Arc::clone(state), work);
+        TenantBudget::one(account, self.tenants.clock().clone())
     }
 
     /// Charges one call to tenant `id`: `Ok(None)` if the tenant has no
     /// limit.
     #[inline]
-    fn charge(&self, config: &Snapshot, id: &str) -> Result<Option<Charged>, LimitExceeded> {
+    fn charge<'c>(
+        &self,
+        config: &'c Snapshot,
+        id: &str,
+    ) -> Result<Option<Charged<'c>>, Refused<'c>> {
         let key = Hashed::new(&self.hasher, id);
         let limits = config.limits_for(key);
         if limits.is_unlimited() {
@@ -92,59 +144,82 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let refused = match state.admit(limits.max_in_flight, rate) {
-                Ok(()) => {
-                    return Ok(Some(Charged {
-                        state: Arc::clone(state),
-                        gcra: rate.map(|(gcra, _)| gcra),
-                    }));
-                }
+            return match state.admit(limits.max_in_flight, rate) {
+                Ok(()) => Ok(Some(Charged {
+                    state: Arc::clone(state),
+                    limits,
+                })),
                 Err(NotAdmitted::Evicted) => {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(NotAdmitted::InFlight) => ExceededLimit::InFlight {
-                    max: limits.max_in_flight.unwrap_or(0),
-                },
-                Err(NotAdmitted::Rate) => match limits.rate {
-                    Some((rate, _)) => ExceededLimit::Rate(rate),
-                    None => ExceededLimit::InFlight { max: 0 },
-                },
+                Err(why) => Err(Refused { limits, why }),
             };
-            return Err(LimitExceeded::new(
-                OrgId::from_checked(id.as_bytes()),
-                refused,
-            ));
         }
     }
 
     /// Charges a federated call to each of its tenants (sorted, distinct):
     /// admitted only if every one of them is under its limits; on the
     /// first one over, the tenants already charged get their place and
-    /// token back.
+    /// token back. Admitted, the tenants with a work rate make `budget`.
     #[cold]
-    fn charge_all(&self, config: &Snapshot, ids: &[OrgId]) -> Result<Option<Slot>, LimitExceeded> {
-        let mut charged: Vec<Charged> = Vec::with_capacity(ids.len());
+    fn charge_all(
+        &self,
+        config: &Snapshot,
+        ids: &[OrgId],
+        budget: &mut Option<TenantBudget>,
+    ) -> Result<Option<Slot>, LimitExceeded> {
+        let mut charged: Vec<Charged<'_>> = Vec::with_capacity(ids.len());
+        let mut accounts = Vec::new();
         for id in ids {
             match self.charge(config, id.as_str()) {
-                Ok(Some(one)) => charged.push(one),
+                Ok(Some(one)) => {
+                    if let Some(work) = one.limits.work {
+                        accounts.push(Account::new(id.clone(), Arc::clone(&one.state), work));
+                    }
+                    charged.push(one);
+                }
                 Ok(None) => {}
                 Err(refused) => {
-                    for one in &charged {
-                        if let Some(gcra) = one.gcra {
-                            one.state.refund(gcra);
-                        }
-                    }
+                    charged.iter().for_each(Charged::refund);
                     // Dropping the slot gives the in-flight places back.
                     drop(Slot::many(
                         charged.into_iter().map(|one| one.state).collect(),
                     ));
-                    return Err(refused);
+                    return Err(refusal(config, id.as_str(), refused));
                 }
             }
         }
+        if !accounts.is_empty() {
+            *budget = Some(TenantBudget::many(accounts, self.tenants.clock().clone()));
+        }
         Ok((!charged.is_empty())
             .then(|| Slot::many(charged.into_iter().map(|one| one.state).collect())))
+    }
+}
+
+/// The refusal of a call of tenant `id`, with its pushback: for the rate,
+/// the time until the tenant's bucket admits the call; for calls in
+/// flight, the configured one, if any.
+#[cold]
+#[inline(never)]
+fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitExceeded {
+    let limits = refused.limits;
+    let (limit, retry_after) = match (refused.why, limits.rate) {
+        (NotAdmitted::Rate { wait }, Some((rate, _))) => {
+            (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
+        }
+        _ => (
+            ExceededLimit::InFlight {
+                max: limits.max_in_flight.unwrap_or(0),
+            },
+            config.in_flight_pushback,
+        ),
+    };
+    let refused = LimitExceeded::new(OrgId::from_checked(id.as_bytes()), limit);
+    match retry_after {
+        Some(after) => refused.with_retry_after(after),
+        None => refused,
     }
 }
 

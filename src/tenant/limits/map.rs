@@ -17,13 +17,7 @@ pub(crate) struct TenantMap {
     map: papaya::HashMap<TenantKey, Arc<TenantState>, PassThrough>,
     /// The state shared by new tenants beyond the cap.
     overflow: Arc<TenantState>,
-    /// The limiter's clock: rate buckets and sweeps count nanoseconds
-    /// from `start`. quanta reads the CPU's time-stamp counter where it is
-    /// invariant (falling back to the OS's monotonic clock): about 15 ns
-    /// less per rate-limited call than `Instant::now` (BENCHMARKS.md); the
-    /// clock governor uses too.
-    clock: quanta::Clock,
-    start: u64,
+    clock: Clock,
     /// Set while a sweep runs (one at a time).
     sweeping: AtomicBool,
     /// When the last sweep ran (ns since `start`). Read and written only
@@ -33,16 +27,13 @@ pub(crate) struct TenantMap {
 
 impl TenantMap {
     pub(crate) fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let start = clock.raw();
         Self {
             map: papaya::HashMap::builder()
                 .hasher(PassThrough)
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
             overflow: Arc::default(),
-            clock,
-            start,
+            clock: Clock::new(),
             sweeping: AtomicBool::new(false),
             last_sweep: AtomicU64::new(0),
         }
@@ -51,7 +42,12 @@ impl TenantMap {
     /// Nanoseconds since the limiter started.
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.clock.delta_as_nanos(self.start, self.clock.raw())
+        self.clock.now()
+    }
+
+    /// The limiter's clock.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// A guard for lookups (lock-free: it marks this thread as reading).
@@ -148,6 +144,32 @@ impl TenantMap {
     /// Calls in flight in the overflow state.
     pub(crate) fn overflow_in_flight(&self) -> u32 {
         self.overflow.in_flight()
+    }
+}
+
+/// The limiter's clock: rate buckets and sweeps count nanoseconds from
+/// `start`. quanta reads the CPU's time-stamp counter where it is
+/// invariant (falling back to the OS's monotonic clock): about 15 ns less
+/// per rate-limited call than `Instant::now` (BENCHMARKS.md); the clock
+/// governor uses too. A copy (a budget's) reads the same time: cloning
+/// copies the calibration, no reference count.
+#[derive(Debug, Clone)]
+pub(crate) struct Clock {
+    clock: quanta::Clock,
+    start: u64,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let start = clock.raw();
+        Self { clock, start }
+    }
+
+    /// Nanoseconds since the limiter started.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.delta_as_nanos(self.start, self.clock.raw())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Per-tenant admission control: [`TenantLimitLayer`], a tower layer that
-//! gives each tenant an in-flight limit and a rate limit, with defaults,
-//! per-tenant overrides changed at run time, and Cortex's global strategy.
+//! gives each tenant an in-flight limit, a rate limit and a work-unit rate,
+//! with defaults, per-tenant overrides changed at run time, and Cortex's
+//! global strategy.
 //!
 //! Cortex and Mimir enforce per-tenant limits in their distributors
 //! (dskit's `limiter.RateLimiter`, `validation.Overrides`, the runtime
@@ -18,6 +19,22 @@
 //! - **Refusals**: `RESOURCE_EXHAUSTED`, trailers-only, the inner service
 //!   not called, with a stable message naming the tenant and the limit
 //!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
+//! - **When to retry**: a rate refusal carries the time until the tenant's
+//!   bucket admits the call, read off its GCRA state at the refusal: the
+//!   `grpc-retry-pushback-ms` trailer ([`RETRY_PUSHBACK_MS`], gRFC A6:
+//!   whole milliseconds, rounded up, never negative), which a grpc-go
+//!   client with a retry policy waits instead of its backoff, and
+//!   `Retry-After` for plain HTTP (whole seconds, rounded up, at least 1).
+//!   Under the global strategy it is this replica's figure; for a federated
+//!   call, the refused tenant's. In-flight refusals carry none unless
+//!   [`in_flight_pushback`](TenantLimitLayer::in_flight_pushback) sets one.
+//! - **Work units** ([`Limits::with_work_rate`]): a second rate, on the
+//!   units a call carries (Cortex's samples) rather than on calls. The
+//!   layer puts a [`TenantBudget`] into an admitted call's extensions; the
+//!   service charges it once it has decoded the call
+//!   ([`TenantBudgetExt::charge_work`]) with `golang.org/x/time/rate`'s
+//!   `AllowN` rules, and turns a refusal into the same status, pushback
+//!   included.
 //! - **At run time** ([`LimitsHandle`]): defaults and overrides swapped
 //!   atomically; with feature `limits-file`, a Cortex-style overrides file
 //!   re-read on an interval (`LimitsHandle::watch_file`), a bad version
@@ -51,7 +68,8 @@
 //!   (one in-flight place and one token each) and admitted only if every
 //!   one is under its limits; refused, it names the first tenant (in
 //!   sorted order) that was over, and the tenants already charged get
-//!   their place and token back.
+//!   their place and token back. Its work charges go to every tenant
+//!   named with a work rate, all or none, the same way.
 //! - **Scope**: every request by default;
 //!   [`only_methods`](TenantLimitLayer::only_methods) /
 //!   [`only_services`](TenantLimitLayer::only_services) limit some
@@ -75,13 +93,17 @@
 //! its in-flight count, and an `Arc` clone for the slot; ending the call
 //! is one subtraction. Nothing on that path is shared by all tenants, so
 //! tenants never contend with each other; a known tenant's call
-//! allocates nothing.
+//! allocates nothing. The pushback is computed on the refusal path only.
+//! A tenant with a work rate costs its admitted calls one more `Arc`
+//! clone and one allocation (the budget in the extensions); a charge is
+//! one compare-and-swap on the tenant's own cache line (its work bucket
+//! sits in the padding of its state: no extra memory).
 //!
 //! # Memory: eviction and the cap
 //!
 //! A tenant's state is evicted only when it is *idle*: no call in flight
-//! and a full rate bucket, exactly the state of a tenant never seen, so
-//! evicting it loses nothing (the tenant's next call starts a fresh state
+//! and full rate and work buckets, exactly the state of a tenant never
+//! seen, so evicting it loses nothing (the tenant's next call starts a fresh state
 //! that behaves the same). It must also be unused since the last sweep:
 //! sweeps run at most once per [idle
 //! timeout](TenantLimitLayer::idle_timeout) (default 60 s), each clearing
@@ -105,6 +127,7 @@
 //! flood's states age out).
 
 mod body;
+mod budget;
 mod config;
 #[cfg(feature = "limits-file")]
 mod file;
@@ -126,6 +149,7 @@ mod watch;
 mod watch_otel;
 
 pub use body::TenantLimitBody;
+pub use budget::{TenantBudget, TenantBudgetExt};
 pub use config::{InvalidRate, Limits, Rate};
 #[cfg(feature = "limits-file")]
 pub use file::{LimitsFileError, OverridesError, parse_overrides};
@@ -135,7 +159,7 @@ pub use layer::{TenantLimit, TenantLimitLayer};
 pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
 pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
-pub use refusal::{ExceededLimit, LimitExceeded};
+pub use refusal::{ExceededLimit, LimitExceeded, RETRY_PUSHBACK_MS};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]

@@ -31,6 +31,8 @@ pub(crate) struct Effective {
     /// The rate in force on this replica (for refusal messages) and its
     /// GCRA parameters.
     pub(crate) rate: Option<(Rate, Gcra)>,
+    /// The work-unit rate in force on this replica and its parameters.
+    pub(crate) work: Option<(Rate, Gcra)>,
     /// Whether these come from an override: such a tenant is tracked
     /// even beyond the cap on tracked tenants.
     pub(crate) overridden: bool,
@@ -38,15 +40,16 @@ pub(crate) struct Effective {
 
 impl Effective {
     fn of(configured: Limits, replicas: u32, overridden: bool) -> Self {
-        let rate = configured.rate.map(|rate| {
+        let local = |rate: Rate| {
             let mut local = rate;
             local.per_second /= f64::from(replicas.max(1));
             (local, Gcra::of(rate, replicas))
-        });
+        };
         Self {
             configured,
             max_in_flight: configured.max_in_flight,
-            rate,
+            rate: configured.rate.map(local),
+            work: configured.work_rate.map(local),
             overridden,
         }
     }
@@ -54,7 +57,7 @@ impl Effective {
     /// Whether the tenant has no limit (and so no state).
     #[inline]
     pub(crate) fn is_unlimited(&self) -> bool {
-        self.max_in_flight.is_none() && self.rate.is_none()
+        self.max_in_flight.is_none() && self.rate.is_none() && self.work.is_none()
     }
 }
 
@@ -77,6 +80,8 @@ pub(crate) struct Snapshot {
     pub(crate) observer: Option<Arc<dyn LimitObserver>>,
     pub(crate) max_tenants: usize,
     pub(crate) idle_timeout: Duration,
+    /// The pushback an in-flight refusal carries (none by default).
+    pub(crate) in_flight_pushback: Option<Duration>,
 }
 
 impl fmt::Debug for Snapshot {
@@ -89,6 +94,7 @@ impl fmt::Debug for Snapshot {
             .field("observer", &self.observer.is_some())
             .field("max_tenants", &self.max_tenants)
             .field("idle_timeout", &self.idle_timeout)
+            .field("in_flight_pushback", &self.in_flight_pushback)
             .finish()
     }
 }
@@ -103,6 +109,7 @@ impl Snapshot {
             observer: None,
             max_tenants: DEFAULT_MAX_TENANTS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            in_flight_pushback: None,
         }
     }
 
@@ -263,14 +270,16 @@ mod tests {
     fn replicas_divide_the_rate_in_force_not_the_configured_one() {
         let hasher = RandomState::new();
         let rate = Rate::new(90.0, 10).unwrap();
-        let snapshot = Snapshot::new(Limits::unlimited().with_rate(rate))
-            .with_override(&hasher, &id("t"), Some(Limits::unlimited().with_rate(rate)))
+        let limits = Limits::unlimited().with_rate(rate).with_work_rate(rate);
+        let snapshot = Snapshot::new(limits)
+            .with_override(&hasher, &id("t"), Some(limits))
             .with_replicas(3);
         for tenant in ["t", "other"] {
             let effective = snapshot.limits_for(Hashed::new(&hasher, tenant));
             assert_eq!(effective.configured.rate, Some(rate));
-            let (local, _) = effective.rate.unwrap();
-            assert_eq!((local.per_second, local.burst), (30.0, 10));
+            for (local, _) in [effective.rate.unwrap(), effective.work.unwrap()] {
+                assert_eq!((local.per_second, local.burst), (30.0, 10));
+            }
         }
     }
 }

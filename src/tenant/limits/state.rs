@@ -1,5 +1,6 @@
-//! One tenant's limiter state: its calls in flight and its rate bucket,
-//! both per-tenant atomics, and the [`Slot`] an admitted call holds.
+//! One tenant's limiter state: its calls in flight, its rate bucket and
+//! its work-unit bucket, all per-tenant atomics, and the [`Slot`] an
+//! admitted call holds.
 
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -29,6 +30,10 @@ pub(crate) struct TenantState {
     word: AtomicU64,
     /// The rate bucket (its TAT; 0 when full).
     rate: GcraState,
+    /// The work-unit bucket: touched only by charges, so only when the
+    /// tenant has a work rate. It costs no memory: it sits in the line's
+    /// padding.
+    work: GcraState,
 }
 
 /// Why [`TenantState::admit`] did not admit a call.
@@ -36,8 +41,12 @@ pub(crate) struct TenantState {
 pub(crate) enum NotAdmitted {
     /// The tenant has its in-flight limit of calls in flight.
     InFlight,
-    /// The tenant's calls came faster than its rate.
-    Rate,
+    /// The tenant's calls came faster than its rate; the bucket admits
+    /// the call `wait` ns later.
+    Rate {
+        /// Nanoseconds until the bucket admits the call (above 0).
+        wait: u64,
+    },
     /// This state was evicted: look the tenant up again.
     Evicted,
 }
@@ -54,9 +63,9 @@ impl TenantState {
         rate: Option<(Gcra, u64)>,
     ) -> Result<(), NotAdmitted> {
         if let Some((gcra, now)) = rate
-            && !self.rate.try_acquire(gcra, now)
+            && let Err(wait) = self.rate.try_acquire(gcra, now)
         {
-            return Err(self.unless_evicted(NotAdmitted::Rate));
+            return Err(self.unless_evicted(NotAdmitted::Rate { wait }));
         }
         let mut word = self.word.load(Ordering::Acquire);
         loop {
@@ -98,6 +107,18 @@ impl TenantState {
         self.rate.refund(gcra);
     }
 
+    /// Takes `n` work units (at most the burst) from the work bucket at
+    /// `now`, all or none; refused, how long (ns) until it holds them.
+    #[inline]
+    pub(crate) fn charge_work(&self, gcra: Gcra, now: u64, n: u64) -> Result<(), u64> {
+        self.work.try_acquire_n(gcra, now, n)
+    }
+
+    /// Gives back `n` work units taken by [`charge_work`](Self::charge_work).
+    pub(crate) fn refund_work(&self, gcra: Gcra, n: u64) {
+        self.work.refund_n(gcra, n);
+    }
+
     /// Ends one admitted call.
     #[inline]
     fn release(&self) {
@@ -111,8 +132,8 @@ impl TenantState {
 
     /// One eviction sweep's visit at `now`: clears [`SEEN`] from a
     /// tenant seen since the last sweep; evicts (true) a tenant not seen
-    /// since, with no call in flight and a full rate bucket: a state equal
-    /// to a fresh one, so evicting it loses nothing. Called by one sweeper
+    /// since, with no call in flight and full buckets: a state equal to a
+    /// fresh one, so evicting it loses nothing. Called by one sweeper
     /// at a time.
     pub(crate) fn sweep(&self, now: u64) -> bool {
         let word = self.word.load(Ordering::Acquire);
@@ -124,6 +145,7 @@ impl TenantState {
         // the state is evicted only if nothing was admitted meanwhile.
         word & (IN_FLIGHT | EVICTED) == 0
             && self.rate.is_full(now)
+            && self.work.is_full(now)
             && self
                 .word
                 .compare_exchange(word, EVICTED, Ordering::AcqRel, Ordering::Relaxed)
@@ -291,7 +313,12 @@ mod tests {
         state.release();
         assert!(state.admit(Some(1), Some((gcra, 0))).is_ok());
         state.release();
-        assert_eq!(state.admit(None, Some((gcra, 0))), Err(NotAdmitted::Rate));
+        assert_eq!(
+            state.admit(None, Some((gcra, 0))),
+            Err(NotAdmitted::Rate {
+                wait: 1_000_000_000
+            })
+        );
     }
 
     #[test]
@@ -322,5 +349,19 @@ mod tests {
             &Hashed::new(&hasher, "team-b"),
             &key
         ));
+    }
+
+    #[test]
+    fn a_state_whose_work_bucket_is_not_full_is_kept() {
+        let gcra = Gcra::of(super::super::config::Rate::new(1.0, 10).unwrap(), 1);
+        let state = TenantState::default();
+        assert_eq!(state.charge_work(gcra, 0, 4), Ok(()));
+        assert_eq!(state.charge_work(gcra, 0, 7), Err(1_000_000_000));
+        assert!(!state.sweep(0), "work bucket not full: kept");
+        assert!(!state.sweep(3_999_999_999), "still not full");
+        state.refund_work(gcra, 4);
+        assert!(state.sweep(0), "refunded: full again");
+        // The work bucket fits in the line the state had anyway.
+        assert_eq!(std::mem::size_of::<TenantState>(), 128);
     }
 }
