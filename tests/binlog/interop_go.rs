@@ -379,10 +379,7 @@ fn status_message_cleared(line: String, server: bool) -> String {
         return line;
     };
     let (code, rest) = status.split_once(' ').unwrap();
-    let library_text = match (server, code) {
-        (true, "1" | "4") | (false, "4" | "12") => true,
-        _ => false,
-    };
+    let library_text = matches!((server, code), (true, "1" | "4") | (false, "4" | "12"));
     if !library_text {
         return line;
     }

@@ -1,8 +1,9 @@
 //! The binary log tests, one binary (`cargo test --features binlog --test
 //! binlog`): the filter (`filter`), the framings (`sink`), the file sink
 //! and its rotation (`file`), the reader on good and hostile input
-//! (`reader`), the entries of real calls (`entries`) and the comparison
-//! with grpc-go's log (`interop_go`, over the calls of `script`). The
+//! (`reader`), the entries of real calls (`entries`), the comparison
+//! with grpc-go's log (`interop_go`, over the calls of `script`) and the
+//! allocations of a call the filter does not select (`alloc`). The
 //! writer thread is crate-private; its tests are unit tests
 //! (`src/binlog/writer/tests.rs`). proptest keeps the failures it saved
 //! for a module in `tests/proptest-regressions/<file stem>.txt`.
@@ -13,13 +14,16 @@
 #[global_allocator]
 static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
 
-#[path = "../alloc_count/mod.rs"]
-mod alloc_count;
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
+// The echo routes driven in process (`alloc`), and the counting allocator.
+#[path = "../stats_harness/mod.rs"]
+mod stats_harness;
+use stats_harness::alloc_count;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alloc;
 mod entries;
 mod file;
 mod filter;
