@@ -60,6 +60,9 @@ pub struct Mode {
     /// What it runs, for the legend.
     pub label: &'static str,
     run: Box<dyn Fn(usize, u64) -> Cell>,
+    /// A line printed after the tables (what a binary log did with its
+    /// entries), if the mode has one.
+    summary: Option<Box<dyn Fn() -> String>>,
 }
 
 /// The meter providers the OpenTelemetry modes record into; kept alive
@@ -105,7 +108,7 @@ impl StatsHandler for CountEnds {
 /// Every mode, `bare` first (the baseline of the ratios).
 pub fn modes(providers: &Providers) -> Vec<Mode> {
     let set_org_id = SetOrgIdLayer::new(OrgId::new(ORG_ID).expect("valid org id"));
-    vec![
+    let mut modes = vec![
         server(
             ("bare", "bare", "no layer: the health routes alone"),
             Identity::new(),
@@ -221,7 +224,81 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
                 .service(health_transport()),
             client_request,
         ),
-    ]
+    ];
+    #[cfg(feature = "binlog")]
+    modes.extend(binlog::modes());
+    modes
+}
+
+/// The binary log's modes (feature `binlog`): `BinaryLog` with the health
+/// method excluded by its filter (one lookup per RPC, nothing shared
+/// touched), and logging every call to a sink that encodes each entry and
+/// keeps nothing. The log's writer thread is not one of the timed
+/// threads: its CPU time is not in the figures; entries that find the
+/// queue full are dropped (counted, printed after the tables).
+#[cfg(feature = "binlog")]
+mod binlog {
+    use std::io;
+
+    use tonic_hotpath::binlog::proto::GrpcLogEntry;
+    use tonic_hotpath::binlog::{BinaryLog, Filter, Framing, Sink};
+    use tonic_hotpath::stats::CombinedLayer;
+
+    use super::{CHECK_PATH, Mode, server};
+
+    /// Encodes each entry (grpc-go's framing) into a reused buffer and
+    /// keeps nothing: a sink without the disk.
+    #[derive(Debug, Default)]
+    struct Discard(Vec<u8>);
+
+    impl Sink for Discard {
+        fn write(&mut self, entry: &GrpcLogEntry) -> io::Result<()> {
+            self.0.clear();
+            Framing::Grpc.encode_into(entry, &mut self.0)?;
+            std::hint::black_box(&self.0);
+            Ok(())
+        }
+    }
+
+    pub fn modes() -> Vec<Mode> {
+        let filter =
+            Filter::parse("other.Service/*,-grpc.health.v1.Health/Check").expect("valid filter");
+        assert_eq!(filter.lookup(CHECK_PATH), None, "the check is excluded");
+        let excluded = BinaryLog::new(filter, Discard::default()).expect("writer thread");
+        let logged = BinaryLog::new(Filter::all(), Discard::default()).expect("writer thread");
+        [
+            (
+                (
+                    "binlog-excluded",
+                    "BinaryLog excluded",
+                    "BinaryLog whose filter excludes the health check (other.Service/*,-grpc.health.v1.Health/Check)",
+                ),
+                excluded,
+            ),
+            (
+                (
+                    "binlog-logged",
+                    "BinaryLog logging",
+                    "BinaryLog logging every call (*) to a sink that encodes each entry and keeps nothing",
+                ),
+                logged,
+            ),
+        ]
+        .into_iter()
+        .map(|(names, log)| {
+            let mut mode = server(names, CombinedLayer::server().with(log.clone()));
+            let key = names.0;
+            mode.summary = Some(Box::new(move || {
+                let counts = log.counts();
+                format!(
+                    "- `{key}`: entries written {}, dropped (queue full) {}, failed {}",
+                    counts.written, counts.dropped, counts.failed
+                )
+            }));
+            mode
+        })
+        .collect()
+    }
 }
 
 /// A `TenantLimitLayer` whose limits the runs never reach (1 000 000 in
@@ -381,6 +458,7 @@ where
         column,
         label,
         run: Box::new(move |threads, rpcs| run_cell(&service, request, threads, rpcs)),
+        summary: None,
     }
 }
 
@@ -543,6 +621,18 @@ pub fn run(settings: &Settings, modes: &[Mode]) {
          and, in brackets, involuntary (preempted):\n"
     );
     switches.print();
+    let summaries: Vec<String> = modes
+        .iter()
+        .filter_map(|mode| mode.summary.as_ref().map(|summary| summary()))
+        .collect();
+    if !summaries.is_empty() {
+        println!(
+            "\nIn process, what the binary logs did with their entries (every cell, warm-ups included):\n"
+        );
+        for line in summaries {
+            println!("{line}");
+        }
+    }
 }
 
 /// `threads`, then each figure with its ratio to the first (bare).

@@ -3,7 +3,8 @@
 //! and its rotation (`file`), the reader on good and hostile input
 //! (`reader`), the entries of real calls (`entries`), the comparison
 //! with grpc-go's log (`interop_go`, over the calls of `script`) and the
-//! entry rules that comparison does not reach (`rules`). The
+//! entry rules that comparison does not reach (`rules`), and the
+//! allocations of a call the filter does not select (`alloc`). The
 //! writer thread is crate-private; its tests are unit tests
 //! (`src/binlog/writer/tests.rs`). proptest keeps the failures it saved
 //! for a module in `tests/proptest-regressions/<file stem>.txt`.
@@ -14,15 +15,18 @@
 #[global_allocator]
 static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
 
-#[path = "../alloc_count/mod.rs"]
-mod alloc_count;
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
 #[path = "../stacks/mod.rs"]
 mod stacks;
+// The echo routes driven in process (`alloc`), and the counting allocator.
+#[path = "../stats_harness/mod.rs"]
+mod stats_harness;
+use stats_harness::alloc_count;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alloc;
 mod entries;
 mod file;
 mod filter;

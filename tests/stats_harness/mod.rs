@@ -38,7 +38,7 @@ impl StatsHandler for Timed {
 }
 
 #[path = "../alloc_count/mod.rs"]
-mod alloc_count;
+pub mod alloc_count;
 use alloc_count::allocations_so_far;
 pub use alloc_count::{CountingAllocator, net_bytes_so_far};
 
