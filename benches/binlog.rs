@@ -40,6 +40,8 @@
 //! (BENCHMARKS.md runs it with glibc's heap trimming off, for the gzip
 //! rows.)
 
+#[path = "gzip_call/mod.rs"]
+mod gzip_call;
 #[path = "in_process/mod.rs"]
 mod in_process;
 #[path = "interleaved/mod.rs"]
@@ -50,22 +52,16 @@ mod stats_harness;
 mod support;
 
 use std::hint::black_box;
-use std::io::{self, Write as _};
-use std::sync::LazyLock;
+use std::io;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use flate2::write::GzEncoder;
-use http::HeaderValue;
+use gzip_call::{gzip_request, gzip_routes};
 use in_process::{CALLS_PER_ROUND, MakeRequest, service_in_process, service_round_with};
 use interleaved::Round;
-use prost::Message as _;
 use stats_harness::{
     CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, layered_echo_routes, unary_request,
 };
-use tonic::codec::CompressionEncoding;
-use tonic::service::Routes;
 use tonic_hotpath::binlog::proto::GrpcLogEntry;
 use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing, Sink};
 use tonic_hotpath::stats::{CombinedLayer, StatsHandler};
@@ -419,49 +415,6 @@ fn unary_gzip(c: &mut Criterion) {
         print_counts("criterion gzip", name, &log);
     }
     group.finish();
-}
-
-/// The echo routes, accepting gzip requests, under `layer`.
-fn gzip_routes<L: tower::Layer<Routes>>(layer: L) -> L::Service {
-    layer.layer(Routes::new(
-        support::EchoServer::new(support::EchoService).accept_compressed(CompressionEncoding::Gzip),
-    ))
-}
-
-/// The request body of [`gzip_request`]: one `EchoRequest` of 64 KiB of
-/// text-like bytes (words from a small vocabulary in a pseudo-random
-/// order; gzip takes it to about a third), gzip-compressed as tonic does.
-static GZIP_BODY: LazyLock<Bytes> = LazyLock::new(|| {
-    const WORDS: [&str; 16] = [
-        "alpha", "beta", "gamma", "delta", "tenant", "ingester", "push", "sample", "series",
-        "label", "value", "query", "range", "chunk", "store", "write",
-    ];
-    let mut text = String::with_capacity(64 * 1024);
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    while text.len() < 64 * 1024 - 16 {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        text.push_str(WORDS[(seed >> 60) as usize]);
-        text.push(' ');
-    }
-    let message = support::EchoRequest { message: text }.encode_to_vec();
-    let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gzip.write_all(&message).expect("gzip into memory");
-    let compressed = gzip.finish().expect("gzip into memory");
-    let mut body = Vec::with_capacity(5 + compressed.len());
-    body.push(1);
-    body.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
-    body.extend_from_slice(&compressed);
-    Bytes::from(body)
-});
-
-/// The unary echo request with the [`GZIP_BODY`] (the body passed in is
-/// not used) and `grpc-encoding: gzip`.
-fn gzip_request(_: &Bytes) -> http::Request<tonic::body::Body> {
-    let mut request = unary_request(&GZIP_BODY);
-    request
-        .headers_mut()
-        .insert("grpc-encoding", HeaderValue::from_static("gzip"));
-    request
 }
 
 criterion_group!(benches, unary_in_process, unary_gzip);

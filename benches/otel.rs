@@ -27,6 +27,8 @@
 //!
 //! `cargo bench --features otel --bench otel -- --warm-up-time 1 --measurement-time 3`
 
+#[path = "gzip_call/mod.rs"]
+mod gzip_call;
 #[path = "in_process/mod.rs"]
 mod in_process;
 #[path = "interleaved/mod.rs"]
@@ -39,12 +41,10 @@ mod stats_harness;
 mod support;
 
 use std::hint::black_box;
-use std::io::Write;
-use std::sync::LazyLock;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use flate2::write::GzEncoder;
+use gzip_call::{gzip_request, gzip_routes};
 use http::HeaderValue;
 use in_process::{
     CALLS_PER_ROUND, in_process, in_process_with, round, round_with, service_in_process,
@@ -59,13 +59,10 @@ use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
-use prost::Message;
 use stats_harness::{
     CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request,
 };
 use tonic::Code;
-use tonic::codec::CompressionEncoding;
-use tonic::service::Routes;
 use tonic_hotpath::otel::{OtelMetrics, OtelTracing, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, Side};
 use tower::Layer;
@@ -434,49 +431,6 @@ fn server_gzip(c: &mut Criterion) {
     let name = "otel_metrics_tracing";
     service_in_process(g, &rt, name, gzip_routes(traced()), gzip_request);
     group.finish();
-}
-
-/// The echo routes, accepting gzip requests, under `layer`.
-fn gzip_routes<L: Layer<Routes>>(layer: L) -> L::Service {
-    layer.layer(Routes::new(
-        support::EchoServer::new(support::EchoService).accept_compressed(CompressionEncoding::Gzip),
-    ))
-}
-
-/// The request body of [`gzip_request`]: one `EchoRequest` of 64 KiB of
-/// text-like bytes (words from a small vocabulary in a pseudo-random
-/// order; gzip takes it to about a third), gzip-compressed as tonic does.
-static GZIP_BODY: LazyLock<Bytes> = LazyLock::new(|| {
-    const WORDS: [&str; 16] = [
-        "alpha", "beta", "gamma", "delta", "tenant", "ingester", "push", "sample", "series",
-        "label", "value", "query", "range", "chunk", "store", "write",
-    ];
-    let mut text = String::with_capacity(64 * 1024);
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    while text.len() < 64 * 1024 - 16 {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        text.push_str(WORDS[(seed >> 60) as usize]);
-        text.push(' ');
-    }
-    let message = support::EchoRequest { message: text }.encode_to_vec();
-    let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gzip.write_all(&message).expect("gzip into memory");
-    let compressed = gzip.finish().expect("gzip into memory");
-    let mut body = Vec::with_capacity(5 + compressed.len());
-    body.push(1);
-    body.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
-    body.extend_from_slice(&compressed);
-    Bytes::from(body)
-});
-
-/// The unary echo request with the [`GZIP_BODY`] (the body passed in is
-/// not used) and `grpc-encoding: gzip`.
-fn gzip_request(_: &Bytes) -> http::Request<tonic::body::Body> {
-    let mut request = unary_request(&GZIP_BODY);
-    request
-        .headers_mut()
-        .insert("grpc-encoding", HeaderValue::from_static("gzip"));
-    request
 }
 
 criterion_group!(benches, server, client, handler, server_gzip);
