@@ -9,8 +9,7 @@
 //! the first build); without `go` the test prints why and passes.
 
 use crate::go_interop;
-
-use std::path::Path;
+use crate::tenant_limits_pushback_go::go_client;
 
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 
@@ -40,23 +39,6 @@ fn calls(stdout: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs the Go client: `calls` health checks for `org` against `addr`.
-async fn go_client(binary: &Path, addr: std::net::SocketAddr, org: &str, calls: u32) -> String {
-    let output = tokio::process::Command::new(binary)
-        .arg(format!("-addr={addr}"))
-        .arg(format!("-org={org}"))
-        .arg(format!("-calls={calls}"))
-        .output()
-        .await
-        .expect("run the Go client");
-    assert!(
-        output.status.success(),
-        "the Go client failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
-
 #[tokio::test]
 async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
     let Some(binary) = go_interop::go_program("tenant-go") else {
@@ -75,7 +57,7 @@ async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
 
-    let throttled = calls(&go_client(&binary, addr, "team-a", 5).await);
+    let throttled = calls(&go_client(&binary, addr, "team-a", 5, false).await);
     let refused = (
         "ResourceExhausted".to_owned(),
         "request rate limit (0.001 per second, burst 3) exceeded for tenant \"team-a\"".to_owned(),
@@ -85,6 +67,6 @@ async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
         throttled,
         [ok.clone(), ok.clone(), ok.clone(), refused.clone(), refused]
     );
-    let other = calls(&go_client(&binary, addr, "team-b", 2).await);
+    let other = calls(&go_client(&binary, addr, "team-b", 2, false).await);
     assert_eq!(other, [ok.clone(), ok], "another tenant is unaffected");
 }

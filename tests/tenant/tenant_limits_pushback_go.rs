@@ -1,5 +1,5 @@
 //! A grpc-go v1.85 client with a retry policy against a tonic server with
-//! `TenantLimitLayer` (issue #27): the Go program in `interop/limits-go`
+//! `TenantLimitLayer` (issue #27): the Go program in `interop/tenant-go`
 //! calls a tenant over its rate; the refusal's `grpc-retry-pushback-ms`
 //! trailer times grpc-go's retry (its own backoff is 10 s), so the retried
 //! attempt arrives at the server the pushback after the refused one, and
@@ -85,7 +85,13 @@ fn calls(stdout: &str) -> Vec<(String, String, f64)> {
 }
 
 /// Runs the Go client: `calls` health checks for `org` against `addr`.
-async fn go_client(binary: &Path, addr: SocketAddr, org: &str, calls: u32, retry: bool) -> String {
+pub(crate) async fn go_client(
+    binary: &Path,
+    addr: SocketAddr,
+    org: &str,
+    calls: u32,
+    retry: bool,
+) -> String {
     let output = tokio::process::Command::new(binary)
         .arg(format!("-addr={addr}"))
         .arg(format!("-org={org}"))
@@ -104,7 +110,7 @@ async fn go_client(binary: &Path, addr: SocketAddr, org: &str, calls: u32, retry
 
 #[tokio::test]
 async fn grpc_go_retries_after_the_pushback_and_is_admitted() {
-    let Some(binary) = go_interop::go_program("limits-go") else {
+    let Some(binary) = go_interop::go_program("tenant-go") else {
         return;
     };
     // A burst of 1, then one call per second.
@@ -145,7 +151,7 @@ async fn grpc_go_retries_after_the_pushback_and_is_admitted() {
 
 #[tokio::test]
 async fn grpc_go_without_a_retry_policy_sees_resource_exhausted_with_the_message() {
-    let Some(binary) = go_interop::go_program("limits-go") else {
+    let Some(binary) = go_interop::go_program("tenant-go") else {
         return;
     };
     let rate = Rate::new(0.001, 1).expect("a valid rate");
