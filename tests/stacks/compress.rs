@@ -2,6 +2,8 @@
 //! zstd, a client that compresses with one chosen encoding and accepts it
 //! back, and a call with a message of a given size.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use tonic::codec::CompressionEncoding;
 use tonic::service::Routes;
@@ -70,4 +72,28 @@ where
             message: message_of_size(size),
         })
         .await
+}
+
+/// A server of the compressing echo behind a layer of `server_handler`,
+/// and a channel to it behind a layer of `client_handler`: the client's
+/// transport, for [`compressing_client`] (or a plain `EchoClient`).
+pub async fn layered_pair<S, C>(
+    server_handler: Arc<S>,
+    client_handler: Arc<C>,
+) -> tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<C>>
+where
+    S: tonic_hotpath::stats::StatsHandler,
+    C: tonic_hotpath::stats::StatsHandler,
+{
+    let (addr, incoming) = crate::support::bind().await;
+    let server = tonic_hotpath::stats::CombinedLayer::server().with(server_handler);
+    super::serve(
+        tonic::transport::Server::builder(),
+        server.clone(),
+        compressing_routes(crate::support::EchoService),
+        server.incoming(incoming),
+    );
+    tower::ServiceBuilder::new()
+        .layer(tonic_hotpath::stats::CombinedLayer::client().with(client_handler))
+        .service(crate::support::connect(addr).await)
 }

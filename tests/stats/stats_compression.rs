@@ -16,7 +16,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use h2_reply::Reply;
 use prost::Message;
-use stacks::compress::{ENCODINGS, compressing_client, compressing_routes, message_of_size};
+use stacks::compress::{
+    ENCODINGS, compressing_client, compressing_routes, layered_pair, message_of_size,
+};
 use stats_events::{EventLog, LoggedClient, logged_client};
 use support::{EchoRequest, EchoService};
 use tonic::Code;
@@ -61,18 +63,8 @@ async fn compressing_pair(
     >,
 ) {
     let server_log = Arc::new(EventLog::default());
-    let (addr, incoming) = support::bind().await;
-    let server = CombinedLayer::server().with(Arc::clone(&server_log));
-    stacks::serve(
-        Server::builder(),
-        server.clone(),
-        compressing_routes(EchoService),
-        server.incoming(incoming),
-    );
     let client_log = Arc::new(EventLog::default());
-    let layered = ServiceBuilder::new()
-        .layer(CombinedLayer::client().with(Arc::clone(&client_log)))
-        .service(support::connect(addr).await);
+    let layered = layered_pair(Arc::clone(&server_log), Arc::clone(&client_log)).await;
     (
         server_log,
         client_log,

@@ -10,10 +10,9 @@ use bytes::Bytes;
 use prost::Message as _;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Server;
-use tower::ServiceBuilder;
 
 use crate::stacks;
-use crate::stacks::compress::{ENCODINGS, compressing_client, compressing_routes};
+use crate::stacks::compress::{ENCODINGS, compressing_client, compressing_routes, layered_pair};
 use crate::support::{self, EchoRequest, EchoResponse, EchoService};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
 
@@ -94,18 +93,8 @@ async fn logged_pair(
     support::EchoClient<tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<DataLog>>>,
 ) {
     let server_log = Arc::new(DataLog::default());
-    let (addr, incoming) = support::bind().await;
-    let server = CombinedLayer::server().with(Arc::clone(&server_log));
-    stacks::serve(
-        Server::builder(),
-        server.clone(),
-        compressing_routes(EchoService),
-        server.incoming(incoming),
-    );
     let client_log = Arc::new(DataLog::default());
-    let layered = ServiceBuilder::new()
-        .layer(CombinedLayer::client().with(Arc::clone(&client_log)))
-        .service(support::connect(addr).await);
+    let layered = layered_pair(Arc::clone(&server_log), Arc::clone(&client_log)).await;
     let client = match encoding {
         Some(encoding) => compressing_client(layered, encoding),
         None => support::EchoClient::new(layered),
