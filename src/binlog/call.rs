@@ -12,7 +12,7 @@ use super::filter::Limits;
 use super::metadata::{metadata, status_details, truncate_metadata};
 use super::proto::grpc_log_entry::{EventType, Logger, Payload as EntryPayload};
 use super::proto::{Address, ClientHeader, GrpcLogEntry, Message, Metadata, ServerHeader, Trailer};
-use crate::stats::{End, Payload, RpcError, RpcEvent, Side, parse_grpc_timeout, percent_decode};
+use crate::stats::{End, Payload, RpcError, RpcEvent, Side, parse_grpc_timeout};
 
 /// What is known of a call when it is tagged.
 #[derive(Debug)]
@@ -37,7 +37,8 @@ pub(crate) struct Call {
     held_header: Option<GrpcLogEntry>,
     /// Request messages seen.
     requests: u32,
-    /// Client: the trailers received, logged with the call's final status.
+    /// The trailers sent (server) or received (client), logged at the
+    /// call's end with its final status.
     trailers: Option<(Metadata, Bytes)>,
     /// The call's last entry (its trailer or cancel) was logged, or the
     /// call was found to be one not to log.
@@ -97,20 +98,17 @@ impl Call {
                     log(entry);
                 }
             }
-            (Side::Server, RpcEvent::OutTrailer(trailers)) => {
-                if self.held_header.is_some() && is_unknown_method(trailers) {
-                    // What tonic answers for a path no service serves.
-                    self.held_header = None;
-                    self.over = true;
-                    return;
-                }
-                self.release_header(log);
-                let status = Status::of_trailers(trailers);
-                let entry = self.trailer(metadata(trailers), status, None);
-                log(entry);
+            (Side::Server, RpcEvent::OutTrailer(trailers))
+                if self.held_header.is_some() && is_unknown_method(trailers) =>
+            {
+                // What tonic answers for a path no service serves.
+                self.held_header = None;
                 self.over = true;
             }
-            (Side::Client, RpcEvent::InTrailer(trailers)) => {
+            (_, RpcEvent::OutTrailer(trailers) | RpcEvent::InTrailer(trailers)) => {
+                // Logged at `End`, with the call's final status (the
+                // trailers' own, or the one its receiver gave).
+                self.release_header(log);
                 self.trailers = Some((metadata(trailers), status_details(trailers)));
             }
             (side, RpcEvent::End(end)) => {
@@ -277,25 +275,6 @@ struct Status {
     code: Code,
     message: String,
     details: Bytes,
-}
-
-impl Status {
-    /// The status the server sends in `trailers`.
-    fn of_trailers(trailers: &HeaderMap) -> Self {
-        let code = trailers
-            .get("grpc-status")
-            .map(|value| Code::from_bytes(value.as_bytes()))
-            .unwrap_or(Code::Unknown);
-        let message = trailers
-            .get("grpc-message")
-            .map(|value| percent_decode(value.as_bytes()))
-            .unwrap_or_default();
-        Self {
-            code,
-            message,
-            details: status_details(trailers),
-        }
-    }
 }
 
 /// tonic's answer for a path no service serves (its router's fallback and

@@ -162,7 +162,7 @@ mod conn;
 mod layer;
 
 #[cfg(feature = "binlog")]
-pub(crate) use layer::headers::{parse_grpc_timeout, percent_decode};
+pub(crate) use layer::headers::parse_grpc_timeout;
 
 pub use combined::Combined;
 pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
