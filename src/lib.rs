@@ -33,3 +33,8 @@ pub mod binlog;
 #[cfg(feature = "arena")]
 #[allow(unsafe_code)]
 pub mod arena;
+
+// Not for users: the crate's own fuzz targets drive these parsers.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod internals;

@@ -17,7 +17,7 @@ mod address;
 mod call;
 mod filter;
 mod log;
-mod metadata;
+pub(crate) mod metadata;
 
 pub use filter::{Filter, FilterError, Limits};
 pub use log::{BinaryLog, BinaryLogBuilder, CallLog};

@@ -159,7 +159,7 @@ mod message_data;
 // The tower layer (layer, service, future, body, per-RPC record) and the
 // connection tracking its RPCs are linked to.
 mod conn;
-mod layer;
+pub(crate) mod layer;
 
 #[cfg(feature = "binlog")]
 pub(crate) use layer::headers::parse_grpc_timeout;

@@ -132,7 +132,7 @@ pub fn reference_verdict(encoding: Encoding, compressed: &[u8], limit: u32) -> V
 }
 
 /// Counts the bytes of each decoded message.
-struct LenDecoder;
+pub struct LenDecoder;
 
 impl Decoder for LenDecoder {
     type Item = u32;
