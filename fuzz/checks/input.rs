@@ -78,12 +78,15 @@ pub fn split<'w>(wire: &'w [u8], sizes: &[u8]) -> Vec<&'w [u8]> {
         if rest.is_empty() {
             break;
         }
-        if size == 0 {
-            empties += 1;
-            if empties > 8 {
-                continue;
+        // At most 8 empty chunks; after them a size of 0 reads as 1.
+        let size = match size {
+            0 if empties == 8 => 1,
+            0 => {
+                empties += 1;
+                0
             }
-        }
+            size => size,
+        };
         let (chunk, after) = rest.split_at(usize::from(size).min(rest.len()));
         chunks.push(chunk);
         rest = after;
