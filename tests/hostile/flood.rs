@@ -126,7 +126,8 @@ where
     <T::ResponseBody as http_body::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
     let mut grpc = tonic::client::Grpc::new(transport);
-    grpc.ready().await.expect("transport ready");
+    let ready = grpc.ready().await.map_err(Into::into);
+    ready.expect("transport ready");
     let path = http::uri::PathAndQuery::try_from(format!("/{SERVICE}/m{n}")).expect("a path");
     let mut request = Request::new(EchoRequest::default());
     let org_id = format!("t{n}").parse().expect("an org id");

@@ -139,6 +139,7 @@ impl H2Reply {
     }
 }
 
+#[derive(Debug)]
 enum Failure {
     H2(h2::Error),
     Other(String),
