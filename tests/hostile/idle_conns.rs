@@ -102,7 +102,13 @@ fn idle_client_child() {
         let mut connecting = JoinSet::new();
         for _ in 0..count {
             if connecting.len() == 128 {
-                clients.push(connecting.join_next().await.expect("a task").expect("connect"));
+                clients.push(
+                    connecting
+                        .join_next()
+                        .await
+                        .expect("a task")
+                        .expect("connect"),
+                );
             }
             connecting.spawn(h2_connect(addr));
         }
@@ -144,7 +150,10 @@ async fn wait_ready(child: &mut Child) {
     let (ready, report) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let mut ready = Some(ready);
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             // libtest writes the test's name first, on the same line.
             if let Some((_, count)) = line.split_once(READY)
                 && let Some(ready) = ready.take()

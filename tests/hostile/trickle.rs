@@ -69,10 +69,7 @@ impl Trickle {
 /// yielding between frames so that the streams interleave. The stream
 /// stays open while the returned halves are held; dropping them resets it
 /// (`RST_STREAM` `CANCEL`).
-async fn trickle(
-    client: SendRequest<Bytes>,
-    declared: u32,
-) -> (ResponseFuture, SendStream<Bytes>) {
+async fn trickle(client: SendRequest<Bytes>, declared: u32) -> (ResponseFuture, SendStream<Bytes>) {
     let mut client = client.ready().await.expect("stream allowed");
     let request = grpc_request(UNARY_PATH, "application/grpc");
     let (response, mut send) = client.send_request(request, false).expect("headers");

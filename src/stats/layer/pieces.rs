@@ -81,7 +81,11 @@ mod tests {
 
     /// The pieces' bytes, concatenated.
     fn concat(pieces: &mut Pieces) -> Vec<u8> {
-        pieces.all().iter().flat_map(|piece| piece.to_vec()).collect()
+        pieces
+            .all()
+            .iter()
+            .flat_map(|piece| piece.to_vec())
+            .collect()
     }
 
     #[test]
