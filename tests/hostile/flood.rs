@@ -64,8 +64,9 @@ const MAX_METHODS: usize = 1_000;
 const TENANTS_NAMED: usize = 1_000;
 /// Tenants `LimitMetrics` records by name.
 const LABELS: usize = 100;
-/// Tenant states `TenantLimitLayer` keeps at most.
-const MAX_TENANTS: usize = 500;
+/// Tenant states `TenantLimitLayer` keeps at most: few, so that the cap is
+/// full for most of the flood while sweeps evict.
+const MAX_TENANTS: usize = 100;
 /// Its idle timeout: short, so that eviction runs during the flood.
 const IDLE: Duration = Duration::from_secs(1);
 
