@@ -96,7 +96,10 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// ([`Payload::data`]), as a binary logger does. When some handler of
     /// the layer asks, every payload event carries the message,
     /// uncompressed: the body's own buffers, shared (no copy), for a
-    /// message sent uncompressed; decompressed for a compressed one, which
+    /// message sent uncompressed (its chunks under 512 bytes copied
+    /// together, so that a message trickled in tiny DATA frames costs the
+    /// layer its bytes, not a handle and a read buffer per frame);
+    /// decompressed for a compressed one, which
     /// costs a decoding of it (as [`UNCOMPRESSED_SIZES`](Self::UNCOMPRESSED_SIZES),
     /// which this implies for the messages it sees). When none asks,
     /// [`Payload::data`] is `None` and the layer keeps no message bytes.

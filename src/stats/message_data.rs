@@ -11,8 +11,9 @@ use crate::stats::{Payload, StatsHandler};
 /// [`StatsHandler::MESSAGE_DATA`]).
 ///
 /// A message arrives in one or more body chunks; its bytes are those
-/// chunks' buffers, shared and in order (`pieces`), not a copy. A
-/// compressed message is given decompressed, in one piece.
+/// chunks' buffers, shared and in order (`pieces`), not a copy (runs of
+/// chunks under 512 bytes are copied into one piece). A compressed message
+/// is given decompressed, in one piece.
 ///
 /// ```
 /// use bytes::Bytes;

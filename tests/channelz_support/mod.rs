@@ -250,3 +250,23 @@ where
     }
     last
 }
+
+/// How many sockets channelz lists for server `id` (one page, asked of
+/// the channelz service in process, so that the query opens no
+/// connection of its own).
+pub async fn server_socket_count(id: i64) -> usize {
+    use tonic_hotpath::channelz::ChannelzService;
+    use tonic_hotpath::channelz::proto::channelz_server::Channelz;
+    let request = proto::GetServerSocketsRequest {
+        server_id: id,
+        start_socket_id: 0,
+        max_results: i64::MAX,
+    };
+    let reply = ChannelzService
+        .get_server_sockets(Request::new(request))
+        .await
+        .expect("GetServerSockets")
+        .into_inner();
+    assert!(reply.end, "one page holds every socket");
+    reply.socket_ref.len()
+}

@@ -83,6 +83,18 @@ impl Sdk {
         Self { provider, exporter }
     }
 
+    /// An SDK whose reader exports only when asked ([`export`](Self::export)):
+    /// its periodic export (every 60 s by default) would copy every data
+    /// point into the in-memory exporter in the middle of a long test.
+    pub fn exporting_on_demand() -> Self {
+        let exporter = InMemoryMetricExporter::default();
+        let reader = PeriodicReader::builder(exporter.clone())
+            .with_interval(std::time::Duration::from_secs(24 * 3600))
+            .build();
+        let provider = SdkMeterProvider::builder().with_reader(reader).build();
+        Self { provider, exporter }
+    }
+
     pub fn metrics(&self) -> OtelMetricsBuilder {
         OtelMetrics::builder(&self.provider)
     }

@@ -68,26 +68,87 @@ pub async fn h2_send_on<IO>(io: IO, request: Request<()>, body: Bytes) -> H2Repl
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    match h2_handshake(io).await {
+        Ok(client) => h2_exchange(client, request, body).await,
+        Err(error) => H2Reply::failed(error),
+    }
+}
+
+/// A new h2 client connection to `addr` (TCP_NODELAY on), its connection
+/// task spawned; clone the handle to open many streams on it (with
+/// [`h2_exchange`]). The connection closes once every clone is dropped.
+pub async fn h2_connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let io = TcpStream::connect(addr).await.expect("connect");
+    io.set_nodelay(true).expect("TCP_NODELAY");
+    h2_handshake(io).await.expect("h2 handshake")
+}
+
+/// The client handshake over `io`, the connection task spawned.
+async fn h2_handshake<IO>(io: IO) -> Result<h2::client::SendRequest<Bytes>, Failure>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let handshake = async {
+        let (client, connection) = h2::client::handshake(io).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    };
+    match tokio::time::timeout(JUNK_TIMEOUT, handshake).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Failure::timeout()),
+    }
+}
+
+/// Sends `request` with `body` (ending the stream; empty: headers only) as
+/// a new stream of `client` (see [`h2_connect`]) and reads the answer to
+/// its end, within [`JUNK_TIMEOUT`].
+pub async fn h2_exchange(
+    client: h2::client::SendRequest<Bytes>,
+    request: Request<()>,
+    body: Bytes,
+) -> H2Reply {
     let mut reply = H2Reply::default();
-    let exchange = exchange(io, request, body, &mut reply);
+    let exchange = exchange(client, request, body, &mut reply);
     let outcome = match tokio::time::timeout(JUNK_TIMEOUT, exchange).await {
         Ok(outcome) => outcome,
-        Err(_) => Err(Failure::Other("no answer before the timeout".to_owned())),
+        Err(_) => Err(Failure::timeout()),
     };
-    match outcome {
-        Ok(()) => {}
-        Err(Failure::H2(error)) => {
-            reply.reset = error.reason();
-            reply.error = Some(error.to_string());
-        }
-        Err(Failure::Other(error)) => reply.error = Some(error),
+    if let Err(error) = outcome {
+        reply.fail(error);
     }
     reply
 }
 
+impl H2Reply {
+    fn failed(error: Failure) -> Self {
+        let mut reply = H2Reply::default();
+        reply.fail(error);
+        reply
+    }
+
+    fn fail(&mut self, error: Failure) {
+        match error {
+            Failure::H2(error) => {
+                self.reset = error.reason();
+                self.error = Some(error.to_string());
+            }
+            Failure::Other(error) => self.error = Some(error),
+        }
+    }
+}
+
+#[derive(Debug)]
 enum Failure {
     H2(h2::Error),
     Other(String),
+}
+
+impl Failure {
+    fn timeout() -> Self {
+        Failure::Other("no answer before the timeout".to_owned())
+    }
 }
 
 impl From<h2::Error> for Failure {
@@ -96,19 +157,12 @@ impl From<h2::Error> for Failure {
     }
 }
 
-async fn exchange<IO>(
-    io: IO,
+async fn exchange(
+    client: h2::client::SendRequest<Bytes>,
     request: Request<()>,
     body: Bytes,
     reply: &mut H2Reply,
-) -> Result<(), Failure>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (client, connection) = h2::client::handshake(io).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
+) -> Result<(), Failure> {
     let mut client = client.ready().await?;
     let (response, mut send) = client.send_request(request, body.is_empty())?;
     if !body.is_empty() {

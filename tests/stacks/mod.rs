@@ -23,7 +23,7 @@
 //! | Unix sockets | [`uds::bind`] + any server helper | [`uds::channel`], [`uds::channel_with`] |
 //! | compression | [`compress::compressing_routes`] + [`serve`] | [`compress::compressing_client`], [`compress::echo_sized`] |
 //! | what is seen | [`record::RecordingEcho`], [`record::ProbeLayer`] | [`record::ProbeLayer`] |
-//! | junk | any | [`junk::h2_send`], [`junk::http1_raw`] |
+//! | junk | any | [`junk::h2_send`], [`junk::h2_connect`] + [`junk::h2_exchange`] (many streams), [`junk::http1_raw`] |
 //! Client helpers return a `Channel` (or an `Endpoint` to connect), so a
 //! test wraps it with any client layer (`ServiceBuilder::new().layer(..)
 //! .service(channel)`, or [`client`]), or take a caller's connector.

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use super::headers::{GRPC_ENCODING, find};
+use super::pieces::Pieces;
 use crate::stats::MessageData;
 use crate::stats::compression::{
     DecompressError, Encoding, UnsupportedEncoding, decompress, uncompressed_len,
@@ -61,9 +62,9 @@ pub(crate) struct BodyMessages {
     /// ([`Payload::data`]): a handler asked for them.
     keep: bool,
     /// The bytes of the message in progress that arrived in earlier
-    /// chunks (shared slices of them, no copy), when they are kept or the
-    /// message is compressed and decompressed.
-    pieces: Vec<Bytes>,
+    /// chunks (shared slices of them, short ones copied together), when
+    /// they are kept or the message is compressed and decompressed.
+    pieces: Pieces,
 }
 
 impl BodyMessages {
@@ -81,7 +82,7 @@ impl BodyMessages {
             encoding,
             decompress: decompress || keep,
             keep,
-            pieces: Vec::new(),
+            pieces: Pieces::default(),
         }
     }
 
@@ -121,7 +122,7 @@ impl BodyMessages {
         match self.decoder.skip_inside_message(chunk.len()) {
             Some(header) => {
                 if self.keep || (header.compressed && self.decompress) {
-                    self.pieces.push(chunk.clone());
+                    self.pieces.push(chunk);
                 }
                 true
             }
@@ -149,15 +150,16 @@ impl BodyMessages {
         decoder.push_with_bodies(chunk, |event| match event {
             FrameEvent::Body(header, range) => {
                 if keep || (header.compressed && decompress) {
-                    pieces.push(chunk.slice(range));
+                    pieces.push_part(chunk, range);
                 }
             }
             FrameEvent::Message(header) => {
+                let message = pieces.all();
                 if keep {
-                    message_of(encoding, header, pieces, limit, direction, &mut on_message);
+                    message_of(encoding, header, message, limit, direction, &mut on_message);
                 } else {
                     on_message(payload_of(
-                        encoding, decompress, header, pieces, limit, direction,
+                        encoding, decompress, header, message, limit, direction,
                     ));
                 }
                 // Keeps the allocation for the next message.

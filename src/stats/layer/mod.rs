@@ -8,7 +8,8 @@
 //!   `side.rs`: the side markers and the client transport bound.
 //! - `future.rs`: the response future (response headers, a failed call).
 //! - `body.rs`: the body wrapper (payload events, trailers, `End`);
-//!   `messages.rs`: one body's messages (framing, compressed sizes).
+//!   `messages.rs`: one body's messages (framing, compressed sizes);
+//!   `pieces.rs`: the bytes of a message in progress, kept for them.
 //! - `recorder.rs`: the per-RPC record (handler states, exactly one
 //!   `End`); `record_ref.rs`: a holder's reference to it; `idle.rs`:
 //!   the per-thread free lists records return to.
@@ -29,6 +30,7 @@ mod idle;
 mod layer;
 mod messages;
 mod open_service;
+mod pieces;
 mod record_ref;
 mod recorder;
 mod service_core;
