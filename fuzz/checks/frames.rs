@@ -13,9 +13,12 @@ use super::body::{Chunks, now};
 use super::compression_support::LenDecoder;
 use super::input::{Input, split};
 
+/// Whole messages (header and bytes), and how the stream ended.
+type Reading<'w> = (Vec<(FrameHeader, &'w [u8])>, Result<(), FrameError>);
+
 /// The messages of `wire` (header and bytes) up to the first error, and
 /// that error (a stream that ends inside a message is `Truncated`).
-fn reference(wire: &[u8], limit: u32) -> (Vec<(FrameHeader, &[u8])>, Result<(), FrameError>) {
+fn reference(wire: &[u8], limit: u32) -> Reading<'_> {
     let mut messages = Vec::new();
     let mut at = 0;
     while at < wire.len() {
@@ -160,7 +163,7 @@ pub fn check(data: &[u8]) {
     let want_code = match (first_compressed, &outcome) {
         (Some(_), _) => Some(Code::Internal),
         (None, Ok(())) => None,
-        (None, Err(_)) if cut_after_prefix => None,
+        (None, Err(_)) if cut_after_prefix && failing_flag(wire, &headers) == Some(0) => None,
         // tonic reads the flag before the length: a compressed message
         // without `grpc-encoding` is refused first.
         (None, Err(FrameError::TooLong { .. })) if failing_flag(wire, &headers) == Some(1) => {

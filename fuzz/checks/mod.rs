@@ -23,8 +23,11 @@ mod input;
 #[path = "../../tests/compression_support/mod.rs"]
 pub mod compression_support;
 
+/// A target's check: panics on a disagreement.
+pub type Check = fn(&[u8]);
+
 /// Every target: its name (the corpus directory) and its check.
-pub const TARGETS: [(&str, fn(&[u8])); 9] = [
+pub const TARGETS: [(&str, Check); 9] = [
     ("binlog_filter", binlog_filter::check),
     ("binlog_reader", binlog_reader::check),
     ("channelz", channelz::check),

@@ -3,7 +3,7 @@
 use std::io::{self, Read};
 
 use super::input::Input;
-use super::{Count, Decoders, DecompressError, RETAINED_MAX};
+use super::{Count, Decoders, DecompressError};
 
 impl Decoders {
     /// tonic: `std::io::copy(&mut zstd::stream::read::Decoder::new(bytes)?, &mut limited)`,
@@ -16,12 +16,20 @@ impl Decoders {
         count: &mut Count,
     ) -> Result<(), DecompressError> {
         let result = self.libzstd_decode(pieces, count);
-        // A frame's header makes the context allocate buffers for the
-        // window it declares (up to 128 MiB): those are not kept.
+        // A streamed frame makes the context allocate an input and an
+        // output buffer for the window its header declares, and keep them
+        // for the next frames while they are large enough. tonic decodes
+        // each message with a new context: one that kept larger buffers
+        // from an earlier message reads a corrupt frame differently
+        // (another error, or none: the buffers' sizes decide where a bad
+        // block or offset is caught; found by the `decompress` fuzz
+        // target). So the context is kept only while it holds no buffers:
+        // what it saves is its own creation (the buffers would be
+        // allocated again anyway).
         if self
             .libzstd
             .as_ref()
-            .is_some_and(|context| context.sizeof() > RETAINED_MAX)
+            .is_some_and(|context| context.sizeof() > self.libzstd_base)
         {
             self.libzstd = None;
         }
@@ -37,9 +45,13 @@ impl Decoders {
         use zstd::zstd_safe::DCtx;
         let context = match &mut self.libzstd {
             Some(context) => context,
-            none => none.insert(DCtx::try_create().ok_or_else(|| {
-                io::Error::other("zstd could not allocate a decompression context")
-            })?),
+            none => {
+                let context = DCtx::try_create().ok_or_else(|| {
+                    io::Error::other("zstd could not allocate a decompression context")
+                })?;
+                self.libzstd_base = context.sizeof();
+                none.insert(context)
+            }
         };
         let input = Input::new(pieces, DCtx::in_size(), &mut self.spill);
         let mut decoder = zstd::stream::read::Decoder::with_context(input, context);

@@ -210,7 +210,10 @@ impl From<io::Error> for DecompressError {
 /// Pure: no I/O. Cost: one decode of the message into an 8 KiB scratch
 /// buffer, stopped once past `limit`; no allocation once the thread has
 /// decoded a message of the same encoding (input that straddles pieces is
-/// copied, a window at a time, into a per-thread buffer).
+/// copied, a window at a time, into a per-thread buffer), except with
+/// feature `zstd`: the C library's buffers for a streamed frame's window
+/// are allocated for each message, as tonic does, because a context that
+/// kept them judges some corrupt frames differently.
 pub fn uncompressed_len<P: AsRef<[u8]>>(
     encoding: Encoding,
     pieces: &[P],
@@ -309,6 +312,9 @@ struct Decoders {
     ruzstd: Option<Box<ruzstd::decoding::FrameDecoder>>,
     #[cfg(feature = "zstd")]
     libzstd: Option<zstd::zstd_safe::DCtx<'static>>,
+    /// The size of a new zstd context, without buffers.
+    #[cfg(feature = "zstd")]
+    libzstd_base: usize,
 }
 
 impl Decoders {
@@ -321,6 +327,8 @@ impl Decoders {
             ruzstd: None,
             #[cfg(feature = "zstd")]
             libzstd: None,
+            #[cfg(feature = "zstd")]
+            libzstd_base: 0,
         }
     }
 
