@@ -1,6 +1,8 @@
 //! The arena tests, one binary (`cargo test --test arena`), each former
 //! test file a module. `.ci/run` runs this binary under valgrind, without
-//! `arena_oom` and `arena_replay` (see their docs).
+//! `arena_oom` and `arena_replay` (see their docs), and under Miri (feature
+//! `arena` only, so without `arena_replay`; tests too slow for Miri or that
+//! it cannot run are `#[cfg_attr(miri, ignore)]`, each saying why).
 
 #[path = "../alloc_count/mod.rs"]
 mod alloc_count;
