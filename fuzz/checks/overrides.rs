@@ -15,7 +15,8 @@ pub fn check(data: &[u8]) {
     let overrides = match parse_overrides(text, defaults) {
         Ok(overrides) => overrides,
         Err(error) => {
-            let lines = text.lines().count().max(1);
+            // YAML's line breaks: `\r\n`, `\n`, and a lone `\r`.
+            let lines = text.replace("\r\n", "\n").split(['\n', '\r']).count();
             assert!(
                 (1..=lines + 1).contains(&error.line()),
                 "line {} of {lines}: {error}",

@@ -59,7 +59,8 @@ const READ_LEN: usize = 8 * 1024;
 /// flate2's read decoders buffer their input this much at a time.
 const FLATE_WINDOW: usize = 32 * 1024;
 
-/// The most memory a thread's zstd decoder keeps between messages.
+/// The most memory a thread's `ruzstd` decoder keeps between messages.
+#[cfg(any(not(feature = "zstd"), feature = "bench-internals"))]
 const RETAINED_MAX: usize = 16 << 20;
 
 /// A `grpc-encoding` this crate can decode.
