@@ -9,6 +9,8 @@
 //! the declaration; tonic itself, with no layer, reserves the declared
 //! length for each stream (`codec/decode.rs`: `buf.reserve(len)`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use h2::SendStream;
 use h2::client::{ResponseFuture, SendRequest};
@@ -66,7 +68,7 @@ impl Trickle {
 
 /// Opens a unary call on `client` that declares a `declared`-byte
 /// message and sends [`TRICKLED`] bytes of it, one DATA frame each,
-/// yielding between frames so that the streams interleave. The stream
+/// a millisecond apart so that the streams interleave. The stream
 /// stays open while the returned halves are held; dropping them resets it
 /// (`RST_STREAM` `CANCEL`).
 async fn trickle(client: SendRequest<Bytes>, declared: u32) -> (ResponseFuture, SendStream<Bytes>) {
@@ -79,7 +81,9 @@ async fn trickle(client: SendRequest<Bytes>, declared: u32) -> (ResponseFuture, 
     for _ in 0..TRICKLED {
         send.send_data(Bytes::from_static(b"a"), false)
             .expect("one byte");
-        tokio::task::yield_now().await;
+        // Paced: h2 refuses a peer that floods it with tiny DATA frames
+        // faster than the server reads them (seen on a loaded machine).
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     (response, send)
 }
