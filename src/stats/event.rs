@@ -285,7 +285,11 @@ pub struct End<'a> {
     ///     message cut short, a compressed message without `grpc-encoding`
     ///     or that does not decompress: `Internal`; a length over the
     ///     layer's limit: `OutOfRange`; decompressed past the limit:
-    ///     `ResourceExhausted`.
+    ///     `ResourceExhausted`. One exception: tonic 0.14 sees a message
+    ///     cut short only in a unary answer ("Missing response
+    ///     message"); a streaming caller whose stream ends mid-message
+    ///     (trailers next, or right after a whole prefix) sees a clean
+    ///     end. `End` says `Internal` there too, as grpc-go does.
     ///   - What a tower layer cannot see: a well-framed message the
     ///     client's codec cannot decode (not valid protobuf for the
     ///     method). tonic hands the caller `Internal` and drops the
