@@ -7,8 +7,9 @@
 //! through reflection.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` each test prints why and passes. Each Go
-//! program is built once per run of this test binary.
+//! the first build); without `go` each test prints why and passes, or
+//! fails when `CI` is set. Each Go program is built once per run of this
+//! test binary.
 //!
 //! The tests share the process's channelz registry and walk all of it, so
 //! they take turns ([`SERIAL`]) and each one waits, before it lets the next

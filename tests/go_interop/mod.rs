@@ -1,6 +1,7 @@
 //! Building the Go peers kept in `interop/` for the interop tests: each
-//! test skips (with a message) when `go` is not on PATH, and builds its
-//! program in module mode into its test binary's temp dir.
+//! test skips (with a message) when `go` is not on PATH, and fails instead
+//! when `CI` is set (a check that cannot run in CI must not pass there);
+//! it builds its program in module mode into its test binary's temp dir.
 //!
 //! Include with `mod go_interop;`.
 #![allow(dead_code, unreachable_pub)]
@@ -8,14 +9,29 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Whether `go` is on PATH; prints that `test` is skipped when not.
+/// Whether `go` is on PATH; prints that `test` is skipped when not, and
+/// panics when not under `CI`.
 pub fn go_available(test: &str) -> bool {
-    let found = std::process::Command::new("go")
-        .arg("version")
+    program_available("go", &["version"], test)
+}
+
+/// Whether `program` runs (`program args` starts); when it does not,
+/// prints that `test` is skipped, or panics when the `CI` environment
+/// variable is set (to anything but empty or `false`), so that CI cannot
+/// pass a check it did not run.
+pub fn program_available(program: &str, args: &[&str], test: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .args(args)
         .output()
         .is_ok();
     if !found {
-        println!("skipping {test}: `go` is not on PATH");
+        let in_ci = std::env::var("CI").is_ok_and(|ci| !ci.is_empty() && ci != "false");
+        assert!(
+            !in_ci,
+            "{test} needs `{program}`, which is not on PATH, and CI is set: a check CI cannot run \
+             must fail there, not pass"
+        );
+        println!("skipping {test}: `{program}` is not on PATH");
     }
     found
 }
@@ -48,7 +64,7 @@ pub fn go_build(dir: &str, name: &str, args: &[&str]) -> PathBuf {
 }
 
 /// The main package of `interop/<dir>`, built as `<dir>`; `None` (the test
-/// is skipped) without `go`.
+/// is skipped) without `go`, a panic without `go` under `CI`.
 pub fn go_program(dir: &str) -> Option<PathBuf> {
     go_available(&format!("the {dir} interop test")).then(|| go_build(dir, dir, &["."]))
 }

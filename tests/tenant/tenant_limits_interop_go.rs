@@ -6,7 +6,7 @@
 //! while another tenant's calls go through.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` the test prints why and passes.
+//! the first build); without `go` the test prints why and passes, or fails when `CI` is set.
 
 use crate::go_interop;
 use crate::tenant_limits_pushback_go::go_client;

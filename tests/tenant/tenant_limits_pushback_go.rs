@@ -9,7 +9,7 @@
 //! The server records each attempt's arrival (outside the limit layer) and
 //! the pushback each answer carried. Needs `go` on PATH (and a warm module
 //! cache or the Go module proxy); without `go` the test prints why and
-//! passes.
+//! passes, or fails when `CI` is set.
 
 use crate::go_interop;
 
