@@ -6,16 +6,66 @@
 
 use std::process::{Command, Output};
 
-/// Runs the example with `args` through the same cargo that runs the tests.
-/// `cargo test` has already built the example, so this only checks it is
-/// fresh and runs it.
+/// Runs the example with `args` through the same cargo that runs the
+/// tests, with the features this test was built with, so that the build
+/// `cargo test` made is reused as it is: cargo only checks it is fresh and
+/// runs it.
+///
+/// Cargo gives the test process variables of its own (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ...). Passed on, a build script that watches one (ring's
+/// watches `CARGO_MANIFEST_DIR`) reruns, and the whole tree above it is
+/// rebuilt twice: here, and again by the next `cargo test`. So they are
+/// removed.
 fn quickstart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "--example", "quickstart", "--"])
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .args(["run", "--quiet", "--example", "quickstart"])
+        .args(["--no-default-features", "--features", &features()])
+        .arg("--")
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo")
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_by_cargo_for_tests = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+        ]
+        .iter()
+        .any(|prefix| key.starts_with(prefix));
+        if set_by_cargo_for_tests {
+            command.env_remove(&*key);
+        }
+    }
+    command.output().expect("run cargo")
+}
+
+/// The crate's features this test binary was built with, comma-separated
+/// (a feature missing here only costs a rebuild of the example).
+fn features() -> String {
+    [
+        ("metadata", cfg!(feature = "metadata")),
+        ("tenant", cfg!(feature = "tenant")),
+        ("stats", cfg!(feature = "stats")),
+        ("limits", cfg!(feature = "limits")),
+        ("arena", cfg!(feature = "arena")),
+        ("bench-internals", cfg!(feature = "bench-internals")),
+        ("zstd", cfg!(feature = "zstd")),
+        ("otel", cfg!(feature = "otel")),
+        ("channelz", cfg!(feature = "channelz")),
+        ("limits-file", cfg!(feature = "limits-file")),
+        ("binlog", cfg!(feature = "binlog")),
+        ("grpc", cfg!(feature = "grpc")),
+        ("default", cfg!(feature = "default")),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(name, _)| *name)
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -6,7 +6,9 @@
 //! Include with `mod go_interop;`.
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// Whether `go` is on PATH; prints that `test` is skipped when not, and
@@ -63,8 +65,18 @@ pub fn go_build(dir: &str, name: &str, args: &[&str]) -> PathBuf {
     binary
 }
 
-/// The main package of `interop/<dir>`, built as `<dir>`; `None` (the test
-/// is skipped) without `go`, a panic without `go` under `CI`.
+/// The main package of `interop/<dir>`, built as `<dir>` once per test
+/// process (tests that run at once share one build rather than each
+/// rewriting the binary another may be running); `None` (the test is
+/// skipped) without `go`, a panic without `go` under `CI`.
 pub fn go_program(dir: &str) -> Option<PathBuf> {
-    go_available(&format!("the {dir} interop test")).then(|| go_build(dir, dir, &["."]))
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    if !go_available(&format!("the {dir} interop test")) {
+        return None;
+    }
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    let binary = built
+        .entry(dir.to_owned())
+        .or_insert_with(|| go_build(dir, dir, &["."]));
+    Some(binary.clone())
 }
