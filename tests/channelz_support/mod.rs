@@ -232,8 +232,8 @@ pub fn tcp_addr(address: Option<&proto::Address>) -> Option<SocketAddr> {
     }
 }
 
-/// Polls `read` (up to 5 s) until it returns `want`; returns the last value
-/// read.
+/// Polls `read` (up to [`PATIENCE`](crate::support::PATIENCE)) until it
+/// returns `want`; returns the last value read.
 pub async fn eventually<T, F, Fut>(want: &T, mut read: F) -> T
 where
     T: PartialEq + std::fmt::Debug,
@@ -241,7 +241,8 @@ where
     Fut: std::future::Future<Output = T>,
 {
     let mut last = read().await;
-    for _ in 0..500 {
+    let deadline = crate::support::deadline();
+    while std::time::Instant::now() < deadline {
         if &last == want {
             break;
         }

@@ -229,9 +229,10 @@ pub fn count(outcomes: &[(Code, String)], code: Code) -> usize {
     outcomes.iter().filter(|(c, _)| *c == code).count()
 }
 
-/// Waits (up to 5 s) until `load()` is `want`.
+/// Waits (up to [`support::PATIENCE`]) until `load()` is `want`.
 pub async fn wait_for<T: PartialEq + std::fmt::Debug>(what: &str, want: T, load: impl Fn() -> T) {
-    for _ in 0..1000 {
+    let deadline = support::deadline();
+    while Instant::now() < deadline {
         if load() == want {
             return;
         }

@@ -244,15 +244,9 @@ async fn tonic_client_to_go_server(binary: &Path, propagator: &str) {
     );
 }
 
-/// Waits (up to 5 s) for `done`.
+/// Waits (up to [`support::PATIENCE`]) for `done`.
 async fn support_wait(done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for the server span");
+    crate::support::wait_until("the server span", done).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

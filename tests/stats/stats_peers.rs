@@ -76,10 +76,11 @@ impl Log {
         payloads.collect()
     }
 
-    /// Waits (up to 5 s) until every RPC the handler saw begin has ended,
-    /// then checks no more come; returns the `End`s.
+    /// Waits (up to [`support::PATIENCE`]) until every RPC the handler saw
+    /// begin has ended, then checks no more come; returns the `End`s.
     async fn wait_until_all_ended(&self) -> Vec<(Code, Option<RpcError>)> {
-        for _ in 0..1000 {
+        let deadline = support::deadline();
+        while std::time::Instant::now() < deadline {
             let begun = self.next.load(Ordering::SeqCst) as usize;
             if self.ends().len() >= begun {
                 break;
@@ -93,9 +94,11 @@ impl Log {
         ends
     }
 
-    /// Waits (up to 5 s) for `n` `End`s, then checks no more come.
+    /// Waits (up to [`support::PATIENCE`]) for `n` `End`s, then checks no
+    /// more come.
     async fn wait_for_ends(&self, n: usize) -> Vec<(Code, Option<RpcError>)> {
-        for _ in 0..1000 {
+        let deadline = support::deadline();
+        while std::time::Instant::now() < deadline {
             if self.ends().len() >= n {
                 break;
             }

@@ -87,12 +87,10 @@ async fn recycled_records_start_every_rpc_with_fresh_handler_state() {
     }
     // The server's `End` follows its trailers, which the client may see
     // first: wait until all are in.
-    for _ in 0..200 {
-        if server_tallies.ends.lock().unwrap().len() as u64 == 2 * RPCS {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    support::wait_until("the server's ends", || {
+        server_tallies.ends.lock().unwrap().len() as u64 == 2 * RPCS
+    })
+    .await;
     for (tallies, handlers) in [(&server_tallies, 2), (&client_tallies, 1)] {
         let ends = tallies.ends.lock().unwrap();
         assert_eq!(ends.len() as u64, handlers * RPCS);

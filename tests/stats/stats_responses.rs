@@ -12,6 +12,7 @@ use crate::stats_events;
 use crate::support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -259,20 +260,18 @@ fn echo_len(message: &str) -> u32 {
     request(message).encoded_len() as u32
 }
 
-/// A unary handler that sleeps `0` before answering.
-#[derive(Debug, Clone, Copy)]
-struct Slow(Duration);
+/// A unary handler that counts the calls it entered and never answers.
+#[derive(Debug, Clone, Default)]
+struct Stuck(Arc<AtomicUsize>);
 
 #[tonic::async_trait]
-impl UnaryHandler for Slow {
+impl UnaryHandler for Stuck {
     async fn unary(
         &self,
-        request: Request<EchoRequest>,
+        _: Request<EchoRequest>,
     ) -> Result<Response<support::EchoResponse>, Status> {
-        tokio::time::sleep(self.0).await;
-        Ok(Response::new(support::EchoResponse {
-            message: request.into_inner().message,
-        }))
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
     }
 }
 
@@ -285,22 +284,30 @@ impl UnaryHandler for Slow {
 async fn tower_layers_inside_the_stats_layer_end_with_what_the_client_gets() {
     let log = Arc::new(EventLog::default());
     let (addr, incoming) = support::bind().await;
+    // The timeout only has to outlast the second call's trip to the load
+    // shedder while the first holds the one slot: generous for a loaded
+    // machine, since the first call is in its handler before the second
+    // is sent.
     let stack = ServiceBuilder::new()
         .layer(CombinedLayer::server().with(Arc::clone(&log)))
         .load_shed()
         .concurrency_limit(1)
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_secs(5))
         .into_inner();
+    let stuck = Stuck::default();
     tokio::spawn(
         Server::builder()
             .layer(stack)
-            .add_service(EchoServer::new(UnaryOnly(Slow(Duration::from_millis(600)))))
+            .add_service(EchoServer::new(UnaryOnly(stuck.clone())))
             .serve_with_incoming(incoming),
     );
     let mut first = EchoClient::new(support::connect(addr).await);
     let mut second = first.clone();
     let slow = tokio::spawn(async move { first.unary_echo(request("slow")).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::wait_until("the first call in its handler", || {
+        stuck.0.load(Ordering::SeqCst) == 1
+    })
+    .await;
     let shed = second.unary_echo(request("shed")).await.unwrap_err();
     let timed_out = slow.await.unwrap().unwrap_err();
     assert_eq!(shed.code(), Code::ResourceExhausted, "{shed:?}");

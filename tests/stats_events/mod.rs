@@ -196,9 +196,11 @@ impl EventLog {
         tagged.map(|(id, info, _)| (*id, *info)).collect()
     }
 
-    /// Waits (up to 5 s) for `n` `End`s, then checks no more come (20 ms).
+    /// Waits (up to [`PATIENCE`](crate::support::PATIENCE)) for `n` `End`s,
+    /// then checks no more come (20 ms).
     pub async fn wait_for_ends(&self, n: usize) -> Vec<(Code, String, Option<RpcError>)> {
-        for _ in 0..1000 {
+        let deadline = crate::support::deadline();
+        while std::time::Instant::now() < deadline {
             if self.ends().len() >= n {
                 break;
             }

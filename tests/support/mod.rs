@@ -59,16 +59,29 @@ pub async fn connect(addr: SocketAddr) -> Channel {
         .expect("connect to test server")
 }
 
-/// Waits (up to 5 s) for `done`, checking every 5 ms; panics naming `what`
-/// on timeout.
+/// How long a test waits for what the protocol promises before it fails.
+/// Generous on purpose: a busy 2-core machine can stall a task for
+/// seconds, and a wait whose condition is met returns at once, so only a
+/// real failure pays it.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The instant [`PATIENCE`] from now: polling loops run
+/// `while Instant::now() < deadline`.
+pub fn deadline() -> std::time::Instant {
+    std::time::Instant::now() + PATIENCE
+}
+
+/// Waits (up to [`PATIENCE`]) for `done`, checking every 5 ms; panics
+/// naming `what` on timeout.
 pub async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
+    let deadline = deadline();
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    panic!("timed out waiting for {what}");
 }
 
 /// Starts the plain [`EchoService`] with no layers and returns its address.

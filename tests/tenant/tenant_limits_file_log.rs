@@ -2,6 +2,7 @@
 //! `tracing` subscriber of the test's own: a failure is logged at `WARN`
 //! once however many checks see it, a different one again, a recovery at
 //! `INFO`, other versions applied at `DEBUG`.
+use crate::support;
 use crate::tenant_limits_file::{temp_file, write};
 
 use std::cell::RefCell;
@@ -106,15 +107,9 @@ impl Subscriber for Recorder {
     fn exit(&self, _: &Id) {}
 }
 
-/// Polls (every 5 ms, at most 5 s) until `done`.
+/// Polls (every 5 ms, at most [`support::PATIENCE`]) until `done`.
 async fn until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
+    support::wait_until(what, done).await;
 }
 
 /// Polls until the watch made `more` checks after now.

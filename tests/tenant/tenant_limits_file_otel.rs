@@ -4,10 +4,11 @@
 //! good limits and their time kept, each failure counted once), a
 //! recovery, and the watch's end.
 use crate::otel_support;
+use crate::support;
 use crate::tenant_limits_file::{temp_file, write};
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use otel_support::{Point, Sdk};
 use tonic_hotpath::tenant::limits::{
@@ -45,9 +46,11 @@ fn status(sdk: &Sdk, path: &Path) -> Status {
     }
 }
 
-/// Polls the exported status (every 5 ms, at most 5 s) until `done`.
+/// Polls the exported status (every 5 ms, at most [`support::PATIENCE`])
+/// until `done`.
 async fn wait_status(what: &str, sdk: &Sdk, path: &Path, done: impl Fn(&Status) -> bool) -> Status {
-    for _ in 0..1000 {
+    let deadline = support::deadline();
+    while Instant::now() < deadline {
         let now = status(sdk, path);
         if done(&now) {
             return now;
@@ -60,7 +63,8 @@ async fn wait_status(what: &str, sdk: &Sdk, path: &Path, done: impl Fn(&Status) 
 /// Polls until the watch made `more` checks after now.
 async fn more_checks(watch: &FileWatch, more: u64) {
     let want = watch.checks() + more;
-    for _ in 0..1000 {
+    let deadline = support::deadline();
+    while Instant::now() < deadline {
         if watch.checks() >= want {
             return;
         }
