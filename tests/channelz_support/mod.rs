@@ -150,13 +150,14 @@ pub async fn fetch_server(client: &mut ChannelzClient<Channel>, id: i64) -> prot
         .expect("server set")
 }
 
-/// Every socket of server `id`, walking the pages `page` at a time.
-pub async fn server_sockets(
+/// The ids of every socket of server `id`, walking the pages `page` at a
+/// time.
+pub async fn server_socket_ids(
     client: &mut ChannelzClient<Channel>,
     id: i64,
     page: i64,
-) -> Vec<proto::Socket> {
-    let mut sockets = Vec::new();
+) -> Vec<i64> {
+    let mut ids = Vec::new();
     let mut start = 0;
     loop {
         let reply = client
@@ -169,27 +170,64 @@ pub async fn server_sockets(
             .expect("GetServerSockets")
             .into_inner();
         for reference in &reply.socket_ref {
-            sockets.push(socket(client, reference.socket_id).await);
+            ids.push(reference.socket_id);
             start = reference.socket_id + 1;
         }
         if reply.end {
-            return sockets;
+            return ids;
         }
     }
 }
 
+/// Every socket of server `id`, walking the pages `page` at a time.
+///
+/// A connection may close between the listing and the fetch of its
+/// socket (channelz removes it at once, as grpc-go's does): such a socket
+/// is left out, and checked to be gone from a fresh listing too, so that
+/// a socket listed but not found stays an error.
+pub async fn server_sockets(
+    client: &mut ChannelzClient<Channel>,
+    id: i64,
+    page: i64,
+) -> Vec<proto::Socket> {
+    let mut sockets = Vec::new();
+    let mut gone = Vec::new();
+    for socket_id in server_socket_ids(client, id, page).await {
+        match try_socket(client, socket_id).await {
+            Some(socket) => sockets.push(socket),
+            None => gone.push(socket_id),
+        }
+    }
+    if !gone.is_empty() {
+        let listed = server_socket_ids(client, id, page).await;
+        assert!(
+            gone.iter().all(|socket_id| !listed.contains(socket_id)),
+            "sockets {gone:?} were not found, yet are still listed: {listed:?}"
+        );
+    }
+    sockets
+}
+
 /// The socket `id`.
 pub async fn socket(client: &mut ChannelzClient<Channel>, id: i64) -> proto::Socket {
-    client
+    try_socket(client, id)
+        .await
+        .unwrap_or_else(|| panic!("GetSocket: socket {id} not found"))
+}
+
+/// The socket `id`, or `None` when channelz answers `NOT_FOUND`.
+pub async fn try_socket(client: &mut ChannelzClient<Channel>, id: i64) -> Option<proto::Socket> {
+    match client
         .get_socket(proto::GetSocketRequest {
             socket_id: id,
             summary: false,
         })
         .await
-        .expect("GetSocket")
-        .into_inner()
-        .socket
-        .expect("socket set")
+    {
+        Ok(reply) => Some(reply.into_inner().socket.expect("socket set")),
+        Err(status) if status.code() == tonic::Code::NotFound => None,
+        Err(status) => panic!("GetSocket {id}: {status:?}"),
+    }
 }
 
 /// The call counts of a server's, channel's or subchannel's data:
