@@ -195,9 +195,14 @@ fn decode(go: &Path, log: &Path, framing: &str) -> Vec<Value> {
 
 /// The log's entries grouped by call and side, each entry as one
 /// comparable line, keyed by `"<n> <method> <logger>"`: a client's calls
-/// are numbered in the order they began; a server's call goes with the
-/// client call of the same method that began last before it (both sides
-/// log in one process, on one clock).
+/// are numbered in the order they began; the k-th server call of a method
+/// goes with the k-th client call of that method. The script runs one
+/// call at a time, each over on both sides before the next, so the order
+/// within a side is defined. The two sides' times are never compared with
+/// each other: a server's first entry and its client's lie microseconds
+/// apart on the wall clock, and in one loaded run (tools/flake-hunt) the
+/// server's bidi call came out stamped before its client's and was paired
+/// with no call.
 fn calls(entries: &[Value], server_port: u16) -> BTreeMap<String, Vec<String>> {
     let mut groups: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
     for entry in entries {
@@ -224,13 +229,31 @@ fn calls(entries: &[Value], server_port: u16) -> BTreeMap<String, Vec<String>> {
     heads.sort();
     let clients: Vec<&((i64, u32), String, String, u64)> =
         heads.iter().filter(|head| head.2 == "client").collect();
+    // The position of the client's calls of each method, from 1, in order.
+    let mut client_numbers: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, client) in clients.iter().enumerate() {
+        client_numbers.entry(&client.1).or_default().push(index + 1);
+    }
+    let mut servers_seen: BTreeMap<&str, usize> = BTreeMap::new();
     heads
         .iter()
-        .map(|(time, method, side, call_id)| {
-            let number = clients
-                .iter()
-                .rposition(|client| client.0 <= *time && client.1 == *method)
-                .map_or(0, |index| index + 1);
+        .map(|(_, method, side, call_id)| {
+            let number = if side == "client" {
+                clients
+                    .iter()
+                    .position(|client| client.3 == *call_id)
+                    .unwrap()
+                    + 1
+            } else {
+                let rank = servers_seen.entry(method).or_default();
+                *rank += 1;
+                // 0: a server call with no client call of its method left.
+                client_numbers
+                    .get(method.as_str())
+                    .and_then(|numbers| numbers.get(*rank - 1))
+                    .copied()
+                    .unwrap_or(0)
+            };
             let lines = groups[call_id]
                 .iter()
                 .map(|e| line(e, server_port))

@@ -124,13 +124,16 @@ impl UnaryService<EchoRequest> for Echoed {
 }
 
 /// One RPC of the flood on `client`: method `m<n>` of [`SERVICE`], org
-/// id `t<n>`, the request message `message`; its status code (`None`: no
-/// `grpc-status` came).
-async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes) -> Option<i32> {
+/// id `t<n>`, the request message `message`; its status code (a panic
+/// showing what came instead when no `grpc-status` did).
+async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes) -> i32 {
     let mut request = grpc_request(&format!("/{SERVICE}/m{n}"), "application/grpc");
     let org_id = http::HeaderValue::try_from(format!("t{n}")).expect("an org id");
     request.headers_mut().insert(ORG_ID_HEADER, org_id);
-    h2_exchange(client, request, message).await.grpc_status()
+    let reply = h2_exchange(client, request, message).await;
+    reply
+        .grpc_status()
+        .unwrap_or_else(|| panic!("RPC {n}: no grpc-status came: {reply:?}"))
 }
 
 /// RPCs `range` over `clients` (connections), [`IN_FLIGHT`] at a time;
@@ -157,7 +160,6 @@ async fn flood(
                     return codes;
                 }
                 let code = call(client.clone(), n, message.clone()).await;
-                let code = code.expect("a grpc-status");
                 codes[usize::try_from(code).expect("a code")] += 1;
                 if n % 16 == 0 {
                     most_tracked.fetch_max(limits.tracked_tenants(), Ordering::Relaxed);
