@@ -176,7 +176,99 @@ fn server_layer(c: &mut Criterion) {
         &no_op,
         work_layer().layer(no_op.clone()),
     );
+    #[cfg(feature = "limits-redis")]
+    if let Some(shared) = shared::limit_layer() {
+        bench_calls(
+            &mut group,
+            shared::LIMIT_SHARED,
+            &no_op,
+            shared.layer.layer(no_op.clone()),
+        );
+    }
     group.finish();
+}
+
+/// The shared row (feature `limits-redis`): [`limit_layer`]'s limits with
+/// the rate kept in Redis (`REDIS_URL`, or a `redis-server` this bench
+/// starts on a free port), every call spending its tenant's lease (the
+/// leases are topped up by a background task on a runtime of its own).
+#[cfg(feature = "limits-redis")]
+mod shared {
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    use tonic_hotpath::tenant::limits::{RedisBackend, TenantLimitLayer};
+
+    pub(crate) const LIMIT_SHARED: &str = "TenantLimit shared through Redis (no-op service)";
+
+    /// The layer, with the runtime and the Redis it needs kept alive.
+    pub(crate) struct Shared {
+        pub(crate) layer: TenantLimitLayer,
+        _runtime: tokio::runtime::Runtime,
+        _redis: Option<Redis>,
+    }
+
+    struct Redis(Child);
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// `None` (with a notice) without `REDIS_URL` or `redis-server`.
+    pub(crate) fn limit_layer() -> Option<Shared> {
+        let (url, redis) = match std::env::var("REDIS_URL") {
+            Ok(url) => (url, None),
+            Err(_) => {
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|listener| listener.local_addr())
+                    .ok()?
+                    .port();
+                let child = Command::new("redis-server")
+                    .args([
+                        "--port",
+                        &port.to_string(),
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                    ])
+                    .stdout(Stdio::null())
+                    .spawn();
+                let Ok(child) = child else {
+                    eprintln!("{LIMIT_SHARED}: skipped: no REDIS_URL and no redis-server");
+                    return None;
+                };
+                (format!("redis://127.0.0.1:{port}/"), Some(Redis(child)))
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .ok()?;
+        let backend = runtime.block_on(async {
+            for _ in 0..500 {
+                if let Ok(backend) = RedisBackend::builder(url.as_str())
+                    .key_prefix("bench-tenant")
+                    .connect()
+                    .await
+                {
+                    return Some(backend);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            None
+        })?;
+        let layer = super::limit_layer().shared(backend);
+        Some(Shared {
+            layer,
+            _runtime: runtime,
+            _redis: redis,
+        })
+    }
 }
 
 /// A work-unit charge, beside the admitted call it is made in (the

@@ -9,6 +9,8 @@ use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::Clock;
 use super::refusal::{ExceededLimit, LimitExceeded};
+#[cfg(feature = "limits-redis")]
+use super::shared::{Bucket, NoCredit, SharedLimits, Take, ticks};
 use super::state::TenantState;
 use crate::tenant::OrgId;
 
@@ -83,6 +85,19 @@ pub(crate) struct Account {
     state: Arc<TenantState>,
     rate: Rate,
     gcra: Gcra,
+    /// With a shared backend: it, and the fleet-wide work rate.
+    #[cfg(feature = "limits-redis")]
+    fleet: Option<(Arc<SharedLimits>, Rate)>,
+}
+
+/// Where a charge's units came from, to give them back.
+#[derive(Debug, Clone, Copy)]
+enum Charge {
+    Local,
+    #[cfg(feature = "limits-redis")]
+    Leased,
+    #[cfg(feature = "limits-redis")]
+    Credit,
 }
 
 impl Account {
@@ -92,36 +107,95 @@ impl Account {
             state,
             rate,
             gcra,
+            #[cfg(feature = "limits-redis")]
+            fleet: None,
         }
+    }
+
+    /// This account charged against the fleet-wide work rate `fleet`
+    /// (while `shared` is up).
+    #[cfg(feature = "limits-redis")]
+    pub(crate) fn shared(mut self, shared: Arc<SharedLimits>, fleet: Rate) -> Self {
+        self.fleet = Some((shared, fleet));
+        self
     }
 
     /// Takes `units` from the tenant's work bucket at `now`, or refuses.
     #[inline]
-    fn charge(&self, now: u64, units: u64) -> Result<(), LimitExceeded> {
-        if units == 0 {
-            return Ok(());
+    fn charge(&self, now: u64, units: u64) -> Result<Charge, LimitExceeded> {
+        #[cfg(feature = "limits-redis")]
+        if let Some((shared, fleet)) = &self.fleet
+            && shared.is_up()
+        {
+            return self.charge_fleet(shared, *fleet, now, units);
         }
-        if units <= u64::from(self.rate.burst) {
-            match self.state.charge_work(self.gcra, now, units) {
-                Ok(()) => Ok(()),
-                Err(wait) => Err(self
-                    .refusal(units)
-                    .with_retry_after(Duration::from_nanos(wait))),
+        if units > u64::from(self.rate.burst) {
+            return Err(self.refusal(self.rate, units));
+        }
+        match self.state.charge_work(self.gcra, now, units) {
+            Ok(()) => Ok(Charge::Local),
+            Err(wait) => Err(self
+                .refusal(self.rate, units)
+                .with_retry_after(Duration::from_nanos(wait))),
+        }
+    }
+
+    /// [`charge`](Self::charge) against the fleet-wide work rate: from the
+    /// lease, or on credit.
+    #[cfg(feature = "limits-redis")]
+    fn charge_fleet(
+        &self,
+        shared: &SharedLimits,
+        fleet: Rate,
+        now: u64,
+        units: u64,
+    ) -> Result<Charge, LimitExceeded> {
+        if units > u64::from(fleet.burst) {
+            return Err(self.refusal(fleet, units));
+        }
+        let lease = &self.state.work_lease;
+        let tick = ticks(now);
+        let (charged, request) = match lease.take(units, tick) {
+            Take::Taken { request } => (Ok(Charge::Leased), request),
+            Take::Dry => match lease.credit(
+                units,
+                tick,
+                shared.max_debt(fleet.burst),
+                shared.min_wait(),
+                || self.state.charge_work(self.gcra, now, units),
+            ) {
+                Ok(request) => (Ok(Charge::Credit), request),
+                Err(NoCredit { wait, request }) => (
+                    Err(self
+                        .refusal(fleet, units)
+                        .with_retry_after(Duration::from_nanos(wait))),
+                    request,
+                ),
+            },
+        };
+        if request {
+            shared.request(&self.state, self.tenant.as_str(), Bucket::Work, fleet);
+        }
+        charged
+    }
+
+    /// Gives back `units` charged at `now` as `charge`.
+    fn refund(&self, charge: Charge, #[allow(unused)] now: u64, units: u64) {
+        match charge {
+            Charge::Local => self.state.refund_work(self.gcra, units),
+            #[cfg(feature = "limits-redis")]
+            Charge::Leased => self.state.work_lease.give_back(units, ticks(now)),
+            #[cfg(feature = "limits-redis")]
+            Charge::Credit => {
+                self.state.work_lease.forgive(units);
+                self.state.refund_work(self.gcra, units);
             }
-        } else {
-            Err(self.refusal(units))
         }
     }
 
     #[cold]
-    fn refusal(&self, units: u64) -> LimitExceeded {
-        LimitExceeded::new(
-            self.tenant.clone(),
-            ExceededLimit::WorkRate {
-                rate: self.rate,
-                units,
-            },
-        )
+    fn refusal(&self, rate: Rate, units: u64) -> LimitExceeded {
+        LimitExceeded::new(self.tenant.clone(), ExceededLimit::WorkRate { rate, units })
     }
 }
 
@@ -150,9 +224,12 @@ impl TenantBudget {
     /// bucket does not hold `units` now, or `units` is above its burst;
     /// nothing is taken from any tenant then.
     pub fn charge(&self, units: u64) -> Result<(), LimitExceeded> {
+        if units == 0 {
+            return Ok(());
+        }
         let now = self.clock.now();
         match &self.accounts {
-            Accounts::One(account) => account.charge(now, units),
+            Accounts::One(account) => account.charge(now, units).map(drop),
             Accounts::Many(accounts) => charge_all(accounts, now, units),
         }
     }
@@ -184,12 +261,19 @@ impl TenantBudget {
 /// Charges every account `units`, all or none.
 #[cold]
 fn charge_all(accounts: &[Account], now: u64, units: u64) -> Result<(), LimitExceeded> {
-    for (charged, account) in accounts.iter().enumerate() {
-        if let Err(refused) = account.charge(now, units) {
-            for account in &accounts[..charged] {
-                account.state.refund_work(account.gcra, units);
+    if units == 0 {
+        return Ok(());
+    }
+    let mut charges = Vec::with_capacity(accounts.len());
+    for account in accounts {
+        match account.charge(now, units) {
+            Ok(charge) => charges.push(charge),
+            Err(refused) => {
+                for (account, charge) in accounts.iter().zip(charges) {
+                    account.refund(charge, now, units);
+                }
+                return Err(refused);
             }
-            return Err(refused);
         }
     }
     Ok(())
@@ -283,10 +367,10 @@ mod tests {
             "work rate limit (1 per second, burst 10) exceeded for tenant \"team-a\" by a \
              charge of 11"
         );
-        assert_eq!(account.charge(SECOND, 10), Ok(()));
+        assert!(account.charge(SECOND, 10).is_ok());
         let refused = account.charge(SECOND, 3).unwrap_err();
         assert_eq!(refused.retry_after(), Some(Duration::from_secs(3)));
-        assert_eq!(account.charge(SECOND, 0), Ok(()));
+        assert!(account.charge(SECOND, 0).is_ok());
     }
 
     #[test]
@@ -296,8 +380,8 @@ mod tests {
         let refused = charge_all(&accounts, SECOND, 3).unwrap_err();
         assert_eq!(refused.tenant(), "b");
         // a got its 3 back: 7 left there, 1 in b.
-        assert_eq!(accounts[0].charge(SECOND, 7), Ok(()));
-        assert_eq!(accounts[1].charge(SECOND, 1), Ok(()));
+        assert!(accounts[0].charge(SECOND, 7).is_ok());
+        assert!(accounts[1].charge(SECOND, 1).is_ok());
     }
 
     #[test]

@@ -112,6 +112,17 @@ impl LimitsHandle {
         self.limiter.update(|config| config.with_replicas(replicas));
     }
 
+    /// The shared backend's state (feature `limits-redis`): `None` without
+    /// one.
+    #[cfg(feature = "limits-redis")]
+    pub fn shared_status(&self) -> Option<super::BackendStatus> {
+        let config = self.limiter.config.load();
+        config
+            .shared
+            .as_ref()
+            .map(|shared| shared.backend().status())
+    }
+
     /// The replicas sharing each rate (1 unless [set](Self::set_replicas)).
     pub fn replicas(&self) -> u32 {
         self.limiter.config.load().replicas()

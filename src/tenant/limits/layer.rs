@@ -191,6 +191,36 @@ impl TenantLimitLayer {
         self
     }
 
+    /// Keeps the tenants' rates (calls and work units) in `backend`, one
+    /// fleet-wide bucket per tenant shared by every replica that uses the
+    /// same Redis and key prefix (feature `limits-redis`; see the
+    /// [module docs](super), "Across a fleet"). Limits still come from the
+    /// defaults, the overrides and the overrides file, as configured on
+    /// each replica; in-flight limits stay per replica. The replica count
+    /// (for the fallback while Redis is unavailable) comes from the
+    /// backend's heartbeat, replacing [`replicas`](Self::replicas).
+    ///
+    /// ```no_run
+    /// use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(Rate::new(1000.0, 2000)?))
+    ///     .shared(backend);
+    /// # drop(layer);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "limits-redis")]
+    pub fn shared(self, backend: super::RedisBackend) -> Self {
+        let shared =
+            super::shared::SharedLimits::new(backend.clone(), self.limiter.tenants.clock().clone());
+        self.limiter
+            .update(|config| config.with_shared(Arc::clone(&shared)));
+        backend.inner.attach(&self.limiter);
+        self
+    }
+
     /// The handle to read and change the limits at run time.
     pub fn handle(&self) -> LimitsHandle {
         LimitsHandle {

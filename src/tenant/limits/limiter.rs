@@ -9,12 +9,15 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::budget::{Account, TenantBudget};
-use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
+#[cfg(feature = "limits-redis")]
+use super::shared::{Bucket, SharedLimits};
 use super::snapshot::{Effective, Snapshot};
-use super::state::{Hashed, NotAdmitted, Slot, TenantState};
+#[cfg(feature = "limits-redis")]
+use super::state::FleetCheck;
+use super::state::{Hashed, NotAdmitted, Slot, TenantState, Token};
 use crate::tenant::error::InvalidOrgId;
 use crate::tenant::extract::single_value;
 use crate::tenant::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
@@ -31,21 +34,21 @@ pub(crate) struct Limiter {
     pub(crate) hasher: RandomState,
 }
 
-/// A tenant charged for a call: its state, and its limits (the rate it
-/// took a token of, to give back if the call is refused for another
-/// tenant; its work rate, for the call's budget).
+/// A tenant charged for a call: its state, its limits (its work rate,
+/// for the call's budget), and the token it took, to give back if the
+/// call is refused for another tenant.
 struct Charged<'c> {
     state: Arc<TenantState>,
     limits: &'c Effective,
+    token: Token,
+    now: u64,
 }
 
 impl Charged<'_> {
     /// Gives back the token taken (a federated call refused for another
     /// tenant).
     fn refund(&self) {
-        if let Some((_, gcra)) = self.limits.rate {
-            self.state.refund(gcra);
-        }
+        self.state.refund_token(self.token, self.now);
     }
 }
 
@@ -94,8 +97,8 @@ impl Limiter {
             Some(Tenants::One(id)) => match self.charge(&config, id) {
                 Ok(None) => return Ok(None),
                 Ok(Some(charged)) => {
-                    if let Some(work) = charged.limits.work {
-                        *budget = Some(self.budget_of(id, &charged.state, work));
+                    if charged.limits.work.is_some() {
+                        *budget = Some(self.budget_of(&config, id, &charged));
                     }
                     Ok(Some(Slot::one(charged.state)))
                 }
@@ -120,9 +123,27 @@ impl Limiter {
     /// The budget of a single tenant's call.
     #[cold]
     #[inline(never)]
-    fn budget_of(&self, id: &str, state: &Arc<TenantState>, work: (Rate, Gcra)) -> TenantBudget {
-        let account = Account::new(OrgId::from_checked(id.as_bytes()), Arc::clone(state), work);
+    fn budget_of(&self, config: &Snapshot, id: &str, charged: &Charged<'_>) -> TenantBudget {
+        let account = self.account(config, OrgId::from_checked(id.as_bytes()), charged);
         TenantBudget::one(account, self.tenants.clock().clone())
+    }
+
+    /// The work account of `tenant`, charged for a call (its limits have a
+    /// work rate).
+    fn account(&self, config: &Snapshot, tenant: OrgId, charged: &Charged<'_>) -> Account {
+        let work = charged
+            .limits
+            .work
+            .unwrap_or_else(|| unreachable!("a work rate"));
+        let account = Account::new(tenant, Arc::clone(&charged.state), work);
+        #[cfg(feature = "limits-redis")]
+        let account = match (&config.shared, charged.limits.configured.work_rate) {
+            (Some(shared), Some(fleet)) => account.shared(Arc::clone(shared), fleet),
+            _ => account,
+        };
+        #[cfg(not(feature = "limits-redis"))]
+        let _ = config;
+        account
     }
 
     /// Charges one call to tenant `id`: `Ok(None)` if the tenant has no
@@ -138,7 +159,14 @@ impl Limiter {
         if limits.is_unlimited() {
             return Ok(None);
         }
-        let rate = limits.rate.map(|(_, gcra)| (gcra, self.tenants.now()));
+        let now = self.tenants.now();
+        let rate = limits.rate.map(|(_, gcra)| (gcra, now));
+        #[cfg(feature = "limits-redis")]
+        if let (Some(shared), Some((_, local))) = (&config.shared, limits.rate)
+            && shared.is_up()
+        {
+            return self.charge_fleet(config, shared, key, limits, local, now);
+        }
         let guard = self.tenants.guard();
         loop {
             let state = self
@@ -148,6 +176,55 @@ impl Limiter {
                 Ok(()) => Ok(Some(Charged {
                     state: Arc::clone(state),
                     limits,
+                    token: rate.map_or(Token::None, |(gcra, _)| Token::Local(gcra)),
+                    now,
+                })),
+                Err(NotAdmitted::Evicted) => {
+                    self.tenants.remove_dead(key, state, &guard);
+                    continue;
+                }
+                Err(why) => Err(Refused { limits, why }),
+            };
+        }
+    }
+
+    /// [`charge`](Self::charge) against the tenant's fleet-wide rate (a
+    /// shared backend, up).
+    #[cfg(feature = "limits-redis")]
+    fn charge_fleet<'c>(
+        &self,
+        config: &'c Snapshot,
+        shared: &Arc<SharedLimits>,
+        key: Hashed<'_>,
+        limits: &'c Effective,
+        local: Gcra,
+        now: u64,
+    ) -> Result<Option<Charged<'c>>, Refused<'c>> {
+        let fleet = limits
+            .configured
+            .rate
+            .unwrap_or_else(|| unreachable!("a rate"));
+        let check = FleetCheck {
+            now,
+            local,
+            max_debt: shared.max_debt(fleet.burst),
+            min_wait: shared.min_wait(),
+        };
+        let guard = self.tenants.guard();
+        loop {
+            let state = self
+                .tenants
+                .get_or_insert(key, limits.overridden, config, &guard);
+            let (admitted, request) = state.admit_fleet(limits.max_in_flight, check);
+            if request {
+                shared.request(state, key.id, Bucket::Calls, fleet);
+            }
+            return match admitted {
+                Ok(token) => Ok(Some(Charged {
+                    state: Arc::clone(state),
+                    limits,
+                    token,
+                    now,
                 })),
                 Err(NotAdmitted::Evicted) => {
                     self.tenants.remove_dead(key, state, &guard);
@@ -174,8 +251,8 @@ impl Limiter {
         for id in ids {
             match self.charge(config, id.as_str()) {
                 Ok(Some(one)) => {
-                    if let Some(work) = one.limits.work {
-                        accounts.push(Account::new(id.clone(), Arc::clone(&one.state), work));
+                    if one.limits.work.is_some() {
+                        accounts.push(self.account(config, id.clone(), &one));
                     }
                     charged.push(one);
                 }
@@ -209,6 +286,12 @@ fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitExceeded {
         (NotAdmitted::Rate { wait }, Some((rate, _))) => {
             (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
         }
+        // The fleet-wide rate, as configured (not divided).
+        #[cfg(feature = "limits-redis")]
+        (NotAdmitted::FleetRate { wait }, Some((rate, _))) => (
+            ExceededLimit::Rate(limits.configured.rate.unwrap_or(rate)),
+            Some(Duration::from_nanos(wait)),
+        ),
         _ => (
             ExceededLimit::InFlight {
                 max: limits.max_in_flight.unwrap_or(0),

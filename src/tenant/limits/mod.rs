@@ -42,6 +42,10 @@
 //! - **Global strategy**: [`LimitsHandle::set_replicas`] divides each
 //!   rate among the replicas the application reports, as Cortex's
 //!   `global` ingestion-rate strategy does (no shared store).
+//! - **Across a fleet** (feature `limits-redis`):
+//!   `TenantLimitLayer::shared` keeps each tenant's rates in Redis as one
+//!   fleet-wide bucket, spent locally from leases, with the global
+//!   strategy as its fallback (below).
 //! - **Metrics**: every refusal goes to a [`LimitObserver`];
 //!   `LimitMetrics` (feature `otel`) counts them by tenant and reason, and
 //!   `FileWatch::with_metrics` (features `otel` and `limits-file`) exports
@@ -83,6 +87,59 @@
 //!   calls leaves 990 at once, lowering it to 5 leaves an empty bucket, not
 //!   a debt). A tenant that gets limits only counts the calls admitted from
 //!   then on.
+//!
+//! # Across a fleet: one budget in Redis (feature `limits-redis`)
+//!
+//! With `TenantLimitLayer::shared(RedisBackend)`, each tenant's
+//! call rate and work rate are one GCRA bucket in Redis or Valkey shared
+//! by every replica (same Redis, same key prefix), instead of a bucket per
+//! replica. Limits still come from each replica's defaults, overrides and
+//! overrides file (keep them the same on every replica); Redis holds only
+//! the buckets (`<prefix>:{<tenant>}:calls` and `:work`, a timestamp each,
+//! expiring once full: an idle tenant costs nothing), each changed by a
+//! server-side script on its one key (Redis Cluster works: one slot per
+//! tenant), on Redis's clock. **In-flight limits stay per replica.**
+//!
+//! - **No round trip on a call.** A replica takes a *lease* (a number of
+//!   units) from the tenant's bucket and spends it locally, with the same
+//!   atomics as the local limiter; a background task asks for the next
+//!   lease when a quarter is left. A lease covers about half a second of
+//!   the tenant's recent rate on this replica (`LeasePolicy`); Redis
+//!   grants at most `1 / replicas` of what its bucket holds, so near the
+//!   limit leases shrink to single units and admission is as exact as a
+//!   per-call check (there, a replica asks at most every 10 ms per
+//!   tenant). A steady tenant costs about 9 Redis commands per 1 000 calls
+//!   (3 replicas, 800 calls/s, 80/15/5).
+//! - **The first call** of a tenant on a replica, and a call that finds
+//!   the lease dry while the bucket had units at the last answer, is
+//!   judged by the local fallback bucket and admitted *on credit*; the
+//!   next lease request charges that debt to the fleet's bucket, whatever
+//!   it holds. A call never waits on Redis: the wait bound is 0.
+//! - **Bounds.** Leased units were taken from the fleet's bucket before
+//!   they are spent, so they never admit beyond `burst + rate × T`. Units
+//!   admitted on credit are at most `max(1, 5 % × burst)` per replica and
+//!   tenant until Redis confirms them, so over-admission at any moment is at
+//!   most `replicas × max(1, 5 % × burst)`, and is paid back (the bucket
+//!   then refuses as many). Under-admission is at most the units left in
+//!   the replicas' leases (at most one lease each); unspent units expire 2 s
+//!   after their lease, so a replica never spends old units in a later
+//!   burst. Measured: 3 replicas, rate 1 000/s, burst 2 000, a load split
+//!   80/15/5 for 10 s: the fleet admitted 11 946 of a budget of 12 000
+//!   (−0.45 %).
+//! - **Refusals** carry the fleet-wide pushback: the time until the
+//!   tenant's bucket holds a unit (from the last answer; at least 10 ms).
+//!   A refusal names the fleet-wide rate.
+//! - **Redis unavailable.** Every Redis operation has a timeout (250 ms
+//!   by default); two failures in a row mark the backend down, and each
+//!   replica falls back to the local strategy: `rate ÷ replicas` and
+//!   `burst ÷ replicas` (so the fleet together stays within one burst),
+//!   `replicas` being the count of replicas alive at the last heartbeat
+//!   (each replica heartbeats a sorted set every second; alive for 3 s).
+//!   While down, the heartbeat probes every 250 ms; the first success
+//!   marks it up and the fleet's buckets are used again (a Redis that lost
+//!   its data starts them full). The change each way is logged once
+//!   through `tracing`, without credentials; refused credentials later on
+//!   (a rotation) count as unavailable.
 //!
 //! # Cost and memory
 //!
@@ -141,6 +198,8 @@ mod observer;
 #[cfg(feature = "otel")]
 mod otel;
 mod refusal;
+#[cfg(feature = "limits-redis")]
+mod shared;
 mod snapshot;
 mod state;
 #[cfg(feature = "limits-file")]
@@ -160,6 +219,11 @@ pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
 pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
 pub use refusal::{ExceededLimit, LimitExceeded, RETRY_PUSHBACK_MS};
+#[cfg(feature = "limits-redis")]
+pub use shared::{
+    BackendStatus, LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError,
+    RedisBackendErrorKind,
+};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]

@@ -39,11 +39,27 @@ pub(crate) struct Effective {
 }
 
 impl Effective {
-    fn of(configured: Limits, replicas: u32, overridden: bool) -> Self {
+    /// `configured` on one of `replicas` replicas: each rate divided among
+    /// them, and with `fleet_burst` (a shared backend's fallback) each
+    /// burst too (at least 1), so that the fleet together stays within one
+    /// burst.
+    fn of(configured: Limits, replicas: u32, overridden: bool, fleet_burst: bool) -> Self {
         let local = |rate: Rate| {
             let mut local = rate;
             local.per_second /= f64::from(replicas.max(1));
-            (local, Gcra::of(rate, replicas))
+            if fleet_burst {
+                local.burst = (rate.burst / replicas.max(1)).max(1);
+            }
+            (
+                local,
+                Gcra::of(
+                    Rate {
+                        burst: local.burst,
+                        ..rate
+                    },
+                    replicas,
+                ),
+            )
         };
         Self {
             configured,
@@ -82,27 +98,35 @@ pub(crate) struct Snapshot {
     pub(crate) idle_timeout: Duration,
     /// The pushback an in-flight refusal carries (none by default).
     pub(crate) in_flight_pushback: Option<Duration>,
+    /// The fleet's buckets (feature `limits-redis`).
+    #[cfg(feature = "limits-redis")]
+    pub(crate) shared: Option<Arc<super::shared::SharedLimits>>,
 }
 
 impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Snapshot")
-            .field("defaults", &self.defaults.configured)
+        let mut f = f.debug_struct("Snapshot");
+        f.field("defaults", &self.defaults.configured)
             .field("overrides", &self.overrides.len())
             .field("replicas", &self.replicas)
             .field("scope", &self.scope)
             .field("observer", &self.observer.is_some())
             .field("max_tenants", &self.max_tenants)
             .field("idle_timeout", &self.idle_timeout)
-            .field("in_flight_pushback", &self.in_flight_pushback)
-            .finish()
+            .field("in_flight_pushback", &self.in_flight_pushback);
+        #[cfg(feature = "limits-redis")]
+        f.field(
+            "shared",
+            &self.shared.as_ref().map(|shared| shared.backend()),
+        );
+        f.finish()
     }
 }
 
 impl Snapshot {
     pub(crate) fn new(defaults: Limits) -> Self {
         Self {
-            defaults: Effective::of(defaults, 1, false),
+            defaults: Effective::of(defaults, 1, false, false),
             overrides: HashTable::new(),
             replicas: 1,
             scope: None,
@@ -110,6 +134,8 @@ impl Snapshot {
             max_tenants: DEFAULT_MAX_TENANTS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             in_flight_pushback: None,
+            #[cfg(feature = "limits-redis")]
+            shared: None,
         }
     }
 
@@ -169,7 +195,7 @@ impl Snapshot {
 
     pub(crate) fn with_defaults(&self, defaults: Limits) -> Self {
         Self {
-            defaults: Effective::of(defaults, self.replicas, false),
+            defaults: Effective::of(defaults, self.replicas, false, self.fleet_burst()),
             ..self.clone()
         }
     }
@@ -187,7 +213,8 @@ impl Snapshot {
         let found = next.overrides.find_entry(hash, |entry| entry.id == *tenant);
         match (found, limits) {
             (Ok(mut entry), Some(limits)) => {
-                entry.get_mut().effective = Effective::of(limits, self.replicas, true);
+                entry.get_mut().effective =
+                    Effective::of(limits, self.replicas, true, self.fleet_burst());
             }
             (Ok(entry), None) => {
                 entry.remove();
@@ -198,7 +225,7 @@ impl Snapshot {
                     Override {
                         hash,
                         id: tenant.clone(),
-                        effective: Effective::of(limits, self.replicas, true),
+                        effective: Effective::of(limits, self.replicas, true, self.fleet_burst()),
                     },
                     |entry| entry.hash,
                 );
@@ -225,15 +252,37 @@ impl Snapshot {
         next
     }
 
+    /// Whether the bursts are divided among the replicas too: with a
+    /// shared backend, whose fallback keeps the fleet within one burst.
+    fn fleet_burst(&self) -> bool {
+        #[cfg(feature = "limits-redis")]
+        return self.shared.is_some();
+        #[cfg(not(feature = "limits-redis"))]
+        false
+    }
+
+    /// These settings with the shared backend `shared`: every rate
+    /// recompiled, bursts divided among the replicas.
+    #[cfg(feature = "limits-redis")]
+    pub(crate) fn with_shared(&self, shared: Arc<super::shared::SharedLimits>) -> Self {
+        let next = Self {
+            shared: Some(shared),
+            ..self.clone()
+        };
+        next.with_replicas(next.replicas)
+    }
+
     /// These settings on `replicas` replicas (at least 1): every rate
     /// recompiled.
     pub(crate) fn with_replicas(&self, replicas: u32) -> Self {
         let replicas = replicas.max(1);
         let mut next = self.clone();
         next.replicas = replicas;
-        next.defaults = Effective::of(self.defaults.configured, replicas, false);
+        let fleet_burst = self.fleet_burst();
+        next.defaults = Effective::of(self.defaults.configured, replicas, false, fleet_burst);
         for entry in next.overrides.iter_mut() {
-            entry.effective = Effective::of(entry.effective.configured, replicas, true);
+            entry.effective =
+                Effective::of(entry.effective.configured, replicas, true, fleet_burst);
         }
         next
     }

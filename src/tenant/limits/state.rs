@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::gcra::{Gcra, GcraState};
+#[cfg(feature = "limits-redis")]
+use super::shared::{Lease, NoCredit, Take, ticks};
 use crate::tenant::OrgId;
 
 /// The calls in flight: the low 32 bits of the state word.
@@ -34,6 +36,12 @@ pub(crate) struct TenantState {
     /// tenant has a work rate. It costs no memory: it sits in the line's
     /// padding.
     work: GcraState,
+    /// With a shared backend (feature `limits-redis`): the leases on the
+    /// tenant's fleet-wide call and work buckets, also in the padding.
+    #[cfg(feature = "limits-redis")]
+    pub(crate) call_lease: Lease,
+    #[cfg(feature = "limits-redis")]
+    pub(crate) work_lease: Lease,
 }
 
 /// Why [`TenantState::admit`] did not admit a call.
@@ -49,6 +57,43 @@ pub(crate) enum NotAdmitted {
     },
     /// This state was evicted: look the tenant up again.
     Evicted,
+    /// With a shared backend: the tenant's fleet-wide bucket had no unit
+    /// for this replica; a retry may pass `wait` ns later.
+    #[cfg(feature = "limits-redis")]
+    FleetRate {
+        /// Nanoseconds until a retry may pass (above 0).
+        wait: u64,
+    },
+}
+
+/// The rate token an admitted call took, to give back if the call is
+/// refused after all (a federated call refused for another tenant).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Token {
+    /// None: the tenant has no rate.
+    None,
+    /// From the local bucket.
+    Local(Gcra),
+    /// From the lease on the fleet's bucket.
+    #[cfg(feature = "limits-redis")]
+    Leased,
+    /// On credit (and from the local bucket, which judged it).
+    #[cfg(feature = "limits-redis")]
+    Credit(Gcra),
+}
+
+/// What a fleet-wide admission needs besides the tenant's state.
+#[cfg(feature = "limits-redis")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FleetCheck {
+    /// Now (ns since the limiter's epoch).
+    pub(crate) now: u64,
+    /// The local (fallback) bucket's parameters: rate ÷ replicas.
+    pub(crate) local: Gcra,
+    /// The most units admitted on credit.
+    pub(crate) max_debt: u64,
+    /// The least pushback of a refusal (ns).
+    pub(crate) min_wait: u64,
 }
 
 impl TenantState {
@@ -91,6 +136,70 @@ impl TenantState {
         }
     }
 
+    /// Admits a call under `max_in_flight` and the tenant's fleet-wide
+    /// rate: a unit of its lease, or on credit (see `shared::Lease`).
+    /// Returns, besides the verdict, whether the caller must send a lease
+    /// request now (it won the right to: nobody else will).
+    #[cfg(feature = "limits-redis")]
+    #[inline]
+    pub(crate) fn admit_fleet(
+        &self,
+        max_in_flight: Option<u32>,
+        check: FleetCheck,
+    ) -> (Result<Token, NotAdmitted>, bool) {
+        let tick = ticks(check.now);
+        let (token, request) = match self.call_lease.take(1, tick) {
+            Take::Taken { request } => (Token::Leased, request),
+            Take::Dry => {
+                match self
+                    .call_lease
+                    .credit(1, tick, check.max_debt, check.min_wait, || {
+                        self.rate.try_acquire(check.local, check.now)
+                    }) {
+                    Ok(request) => (Token::Credit(check.local), request),
+                    Err(NoCredit { wait, request }) => {
+                        let refused = self.unless_evicted(NotAdmitted::FleetRate { wait });
+                        return (Err(refused), request);
+                    }
+                }
+            }
+        };
+        let mut word = self.word.load(Ordering::Acquire);
+        loop {
+            if word & EVICTED != 0 {
+                return (Err(NotAdmitted::Evicted), false);
+            }
+            if max_in_flight.is_some_and(|max| word & IN_FLIGHT >= u64::from(max)) {
+                self.refund_token(token, check.now);
+                return (Err(NotAdmitted::InFlight), request);
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                (word + 1) | SEEN,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return (Ok(token), request),
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// Gives back `token`, taken at `now` (ns) by a call refused after all.
+    pub(crate) fn refund_token(&self, token: Token, #[allow(unused)] now: u64) {
+        match token {
+            Token::None => {}
+            Token::Local(gcra) => self.rate.refund(gcra),
+            #[cfg(feature = "limits-redis")]
+            Token::Leased => self.call_lease.give_back(1, ticks(now)),
+            #[cfg(feature = "limits-redis")]
+            Token::Credit(gcra) => {
+                self.call_lease.forgive(1);
+                self.rate.refund(gcra);
+            }
+        }
+    }
+
     /// `refused`, or [`NotAdmitted::Evicted`] if the state is dead.
     #[cold]
     fn unless_evicted(&self, refused: NotAdmitted) -> NotAdmitted {
@@ -99,12 +208,6 @@ impl TenantState {
         } else {
             refused
         }
-    }
-
-    /// Gives back the token of a call admitted here but refused by
-    /// another of its tenants (a federated call).
-    pub(crate) fn refund(&self, gcra: Gcra) {
-        self.rate.refund(gcra);
     }
 
     /// Takes `n` work units (at most the burst) from the work bucket at
@@ -146,10 +249,26 @@ impl TenantState {
         word & (IN_FLIGHT | EVICTED) == 0
             && self.rate.is_full(now)
             && self.work.is_full(now)
+            && self.leases_idle(now)
             && self
                 .word
                 .compare_exchange(word, EVICTED, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
+    }
+}
+
+impl TenantState {
+    /// Whether the leases hold nothing an eviction would lose (units in
+    /// stock, a request in flight); a debt not yet charged is forgotten.
+    #[cfg(feature = "limits-redis")]
+    fn leases_idle(&self, now: u64) -> bool {
+        let tick = ticks(now);
+        self.call_lease.is_idle(tick) && self.work_lease.is_idle(tick)
+    }
+
+    #[cfg(not(feature = "limits-redis"))]
+    fn leases_idle(&self, _now: u64) -> bool {
+        true
     }
 }
 

@@ -1,0 +1,367 @@
+//! One tenant's lease on one fleet-wide bucket (its calls or its work
+//! units): the units this replica may spend without asking Redis, the
+//! units it admitted on credit, and the state of its next request. Four
+//! words that sit in the padding of the tenant's state (no extra memory,
+//! and the per-call path touches no line but the tenant's own).
+//!
+//! Time here is in *ticks* of 2^20 ns (about 1.05 ms), read off the
+//! limiter's clock with a shift.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Nanoseconds to ticks.
+pub(crate) const fn ticks(nanos: u64) -> u64 {
+    nanos >> 20
+}
+
+/// Ticks to nanoseconds (saturating).
+pub(crate) const fn nanos(ticks: u64) -> u64 {
+    ticks.saturating_mul(1 << 20)
+}
+
+/// Units in a lease: the low 24 bits of [`Lease::stock`].
+const UNITS: u64 = (1 << 24) - 1;
+/// The most units one lease holds.
+pub(crate) const MAX_LEASE: u64 = UNITS;
+/// The expiry (ticks) of [`Lease::stock`], and the time fields of
+/// [`Lease::status`] and [`Lease::history`]: 40 bits (over 36 years).
+const TIME_BITS: u32 = 40;
+const TIME: u64 = (1 << TIME_BITS) - 1;
+
+/// Status: a request for this lease is in flight (or scheduled).
+const REQUESTING: u64 = 1 << 63;
+/// Status: the last answer was short (the fleet's bucket is nearly
+/// empty): no credit until a full answer.
+const NEAR_LIMIT: u64 = 1 << 62;
+/// Status: the low-water mark (units), 22 bits above the time.
+const LOW_SHIFT: u32 = TIME_BITS;
+const LOW: u64 = (1 << 22) - 1;
+
+/// What [`Lease::take`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Taken from the lease; a request should be made now (the lease is
+    /// at its low-water mark and none is in flight: this caller won the
+    /// right to send it).
+    Taken { request: bool },
+    /// The lease is dry or expired.
+    Dry,
+}
+
+/// Why [`Lease::credit`] did not admit on credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoCredit {
+    /// Nanoseconds until a retry may pass: until the fleet's bucket holds
+    /// a unit (from the last answer), at least `min_wait`.
+    pub(crate) wait: u64,
+    /// Whether this caller should send a request now.
+    pub(crate) request: bool,
+}
+
+/// One tenant's lease on one fleet-wide bucket.
+#[derive(Debug, Default)]
+pub(crate) struct Lease {
+    /// Units left (low 24 bits) and the tick they expire at (above).
+    stock: AtomicU64,
+    /// Units admitted on credit and not yet charged to the fleet's bucket
+    /// (the next request charges them; they count against the bound on
+    /// credit until its answer).
+    debt: AtomicU64,
+    /// [`REQUESTING`], [`NEAR_LIMIT`], the low-water mark, and the tick
+    /// until which the fleet's bucket is empty (low 40 bits).
+    status: AtomicU64,
+    /// Written and read by requests only (one at a time): the units in
+    /// stock right after the last answer (low 24 bits) and its tick.
+    history: AtomicU64,
+}
+
+impl Lease {
+    /// Takes `n` units (1 to [`MAX_LEASE`]) at tick `now`, all or none.
+    #[inline]
+    pub(crate) fn take(&self, n: u64, now: u64) -> Take {
+        let mut stock = self.stock.load(Ordering::Acquire);
+        loop {
+            let units = stock & UNITS;
+            if units < n || (stock >> 24) <= now {
+                return Take::Dry;
+            }
+            match self.stock.compare_exchange_weak(
+                stock,
+                stock - n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    let status = self.status.load(Ordering::Relaxed);
+                    let low = (status >> LOW_SHIFT) & LOW;
+                    let request =
+                        units - n <= low && status & REQUESTING == 0 && self.start_request();
+                    return Take::Taken { request };
+                }
+                Err(current) => stock = current,
+            }
+        }
+    }
+
+    /// Claims the right to send the next request; false if one is in
+    /// flight.
+    #[inline]
+    pub(crate) fn start_request(&self) -> bool {
+        self.status.fetch_or(REQUESTING, Ordering::AcqRel) & REQUESTING == 0
+    }
+
+    /// Gives back `n` units taken by [`take`](Self::take) (a call refused
+    /// by another limit). Units of an expired lease are not given back.
+    pub(crate) fn give_back(&self, n: u64, now: u64) {
+        let _ = self
+            .stock
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |stock| {
+                ((stock >> 24) > now && (stock & UNITS) + n <= UNITS).then_some(stock + n)
+            });
+    }
+
+    /// Admits `n` units on credit, when the fleet's bucket was not nearly
+    /// empty at the last answer and the debt stays within `max_debt` (or
+    /// is 0: one charge at a time may always go on credit). `local` is the
+    /// fallback bucket's verdict, asked only then. The debt is charged to
+    /// the fleet's bucket by the next request, which the caller sends when
+    /// told to.
+    #[cold]
+    pub(crate) fn credit(
+        &self,
+        n: u64,
+        now: u64,
+        max_debt: u64,
+        min_wait: u64,
+        local: impl FnOnce() -> Result<(), u64>,
+    ) -> Result<bool, NoCredit> {
+        let status = self.status.load(Ordering::Acquire);
+        let dry_until = status & TIME;
+        if status & NEAR_LIMIT != 0 {
+            let request = dry_until <= now && status & REQUESTING == 0 && self.start_request();
+            let wait = nanos(dry_until.saturating_sub(now)).max(min_wait);
+            return Err(NoCredit { wait, request });
+        }
+        let debt = self.debt.load(Ordering::Acquire);
+        if debt != 0 && debt.saturating_add(n) > max_debt {
+            let request = status & REQUESTING == 0 && self.start_request();
+            return Err(NoCredit {
+                wait: min_wait,
+                request,
+            });
+        }
+        if let Err(wait) = local() {
+            return Err(NoCredit {
+                wait: wait.max(min_wait),
+                request: false,
+            });
+        }
+        self.debt.fetch_add(n, Ordering::AcqRel);
+        Ok(status & REQUESTING == 0 && self.start_request())
+    }
+
+    /// Gives back `n` units admitted on credit (a call refused by another
+    /// limit).
+    pub(crate) fn forgive(&self, n: u64) {
+        let _ = self
+            .debt
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |debt| {
+                Some(debt.saturating_sub(n))
+            });
+    }
+
+    /// The debt now, for a request to charge. It stays counted (against
+    /// the bound on credit) until the answer says it was charged.
+    pub(crate) fn debt(&self) -> u64 {
+        self.debt.load(Ordering::Acquire)
+    }
+
+    /// `charged` units of the debt were charged to the fleet's bucket.
+    pub(crate) fn paid(&self, charged: u64) {
+        self.forgive(charged);
+    }
+
+    /// The units in stock at tick `now` (0 if expired).
+    pub(crate) fn units(&self, now: u64) -> u64 {
+        let stock = self.stock.load(Ordering::Acquire);
+        if (stock >> 24) > now {
+            stock & UNITS
+        } else {
+            0
+        }
+    }
+
+    /// The last answer: units in stock right after it, and its tick.
+    pub(crate) fn history(&self) -> (u64, u64) {
+        let history = self.history.load(Ordering::Acquire);
+        (history & UNITS, history >> 24)
+    }
+
+    /// Adds `granted` units at tick `now`, valid until `expires`: the units
+    /// left of an unexpired lease stay (with the new expiry). Records the
+    /// history, sets the low-water mark, and the fleet's state: nearly
+    /// empty (`short`: the answer gave less than asked) until
+    /// `dry_until`. Leaves the request in flight (see
+    /// [`finish`](Self::finish)).
+    pub(crate) fn fill(&self, granted: u64, now: u64, expires: u64, answer: Answered) {
+        let mut after = 0;
+        let _ = self
+            .stock
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |stock| {
+                let left = if (stock >> 24) > now {
+                    stock & UNITS
+                } else {
+                    0
+                };
+                after = (left + granted).min(UNITS);
+                Some(((expires & TIME) << 24) | after)
+            });
+        self.history
+            .store(((now & TIME) << 24) | after, Ordering::Release);
+        let flags = if answer.short { NEAR_LIMIT } else { 0 };
+        let status = REQUESTING
+            | flags
+            | ((answer.low_water.min(LOW)) << LOW_SHIFT)
+            | (answer.dry_until & TIME);
+        self.status.store(status, Ordering::Release);
+    }
+
+    /// Ends the request in flight (the next one may start).
+    pub(crate) fn finish(&self) {
+        self.status.fetch_and(!REQUESTING, Ordering::AcqRel);
+    }
+
+    /// Whether a request is in flight.
+    pub(crate) fn requesting(&self) -> bool {
+        self.status.load(Ordering::Acquire) & REQUESTING != 0
+    }
+
+    /// Whether the lease holds nothing a sweep would lose: no units in
+    /// stock at `now`, no debt, no request in flight.
+    pub(crate) fn is_idle(&self, now: u64) -> bool {
+        self.units(now) == 0 && self.debt.load(Ordering::Acquire) == 0 && !self.requesting()
+    }
+}
+
+/// What an answer set besides the units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answered {
+    /// The answer gave less than asked: the fleet's bucket is nearly empty.
+    pub(crate) short: bool,
+    /// The tick until which the bucket holds no unit (0: it holds one).
+    pub(crate) dry_until: u64,
+    /// The units in stock at which the next request starts.
+    pub(crate) low_water: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: Answered = Answered {
+        short: false,
+        dry_until: 0,
+        low_water: 2,
+    };
+
+    #[test]
+    fn units_are_taken_until_the_low_water_mark_asks_for_more_once() {
+        let lease = Lease::default();
+        assert_eq!(lease.take(1, 5), Take::Dry, "no lease yet");
+        assert!(lease.start_request());
+        lease.fill(5, 5, 100, FULL);
+        lease.finish();
+        assert_eq!(lease.take(2, 6), Take::Taken { request: false });
+        // 3 left, then 2: at the mark, one request.
+        assert_eq!(lease.take(1, 6), Take::Taken { request: true });
+        assert_eq!(lease.take(1, 6), Take::Taken { request: false });
+        assert_eq!(lease.take(2, 6), Take::Dry, "1 left: all or none");
+        assert_eq!(lease.take(1, 6), Take::Taken { request: false });
+        assert_eq!(lease.take(1, 6), Take::Dry);
+    }
+
+    #[test]
+    fn an_expired_lease_is_dry_and_its_units_are_not_carried_over() {
+        let lease = Lease::default();
+        lease.fill(10, 0, 50, FULL);
+        assert_eq!(lease.units(49), 10);
+        assert_eq!(lease.take(1, 50), Take::Dry);
+        lease.give_back(1, 50);
+        assert_eq!(lease.units(50), 0);
+        lease.fill(3, 60, 110, FULL);
+        assert_eq!(lease.units(60), 3, "the expired 10 are gone");
+        assert_eq!(lease.history(), (3, 60));
+        lease.fill(4, 70, 120, FULL);
+        assert_eq!(lease.units(70), 7, "an unexpired stock stays");
+    }
+
+    #[test]
+    fn credit_is_given_while_the_fleet_has_units_within_the_debt_bound() {
+        let lease = Lease::default();
+        let ok = || Ok(());
+        assert_eq!(lease.credit(3, 0, 4, 7, ok), Ok(true), "first: request");
+        assert_eq!(lease.credit(1, 0, 4, 7, ok), Ok(false), "in flight");
+        assert_eq!(
+            lease.credit(1, 0, 4, 7, ok),
+            Err(NoCredit {
+                wait: 7,
+                request: false
+            }),
+            "over the bound"
+        );
+        assert_eq!(
+            lease.credit(1, 0, 4, 7, || Err(3)),
+            Err(NoCredit {
+                wait: 7,
+                request: false
+            })
+        );
+        lease.forgive(1);
+        assert_eq!(lease.debt(), 3);
+        assert!(lease.credit(1, 0, 4, 7, ok).is_ok(), "3 + 1 within 4");
+        lease.paid(4);
+        assert_eq!(lease.debt(), 0);
+        assert_eq!(
+            lease.credit(9, 0, 4, 7, ok),
+            Ok(false),
+            "no debt: one charge"
+        );
+        assert_eq!(lease.debt(), 9);
+    }
+
+    #[test]
+    fn near_the_limit_there_is_no_credit_and_the_wait_is_the_fleets() {
+        let lease = Lease::default();
+        lease.fill(
+            0,
+            10,
+            20,
+            Answered {
+                short: true,
+                dry_until: 15,
+                low_water: 1,
+            },
+        );
+        lease.finish();
+        let refused = lease.credit(1, 12, 100, 1, || Ok(())).unwrap_err();
+        assert_eq!(
+            refused,
+            NoCredit {
+                wait: nanos(3),
+                request: false
+            }
+        );
+        let refused = lease.credit(1, 15, 100, 1, || Ok(())).unwrap_err();
+        assert_eq!(
+            refused,
+            NoCredit {
+                wait: 1,
+                request: true
+            }
+        );
+        assert!(lease.requesting());
+        assert!(!lease.is_idle(15));
+        lease.finish();
+        assert!(lease.is_idle(15));
+    }
+}

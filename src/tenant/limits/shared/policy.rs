@@ -1,0 +1,146 @@
+//! [`LeasePolicy`]: how a replica sizes its leases on the fleet's buckets.
+
+use std::time::Duration;
+
+use super::lease::MAX_LEASE;
+
+/// How a replica sizes its leases on a tenant's fleet-wide bucket, and
+/// how long they last ([`RedisBackendBuilder::lease_policy`](super::RedisBackendBuilder::lease_policy)).
+///
+/// A lease covers the tenant's calls on this replica for about
+/// [`horizon`](Self::horizon) at the rate they came at lately (at least
+/// [`min_lease`](Self::min_lease) units, at most the burst); the next
+/// request starts when a quarter of it is left, so a steady tenant makes
+/// one request per about ¾ horizon per replica, whatever its rate. Redis
+/// gives at most `1 / replicas` of what its bucket holds to one lease, so
+/// near the limit leases shrink to single units; there, requests are
+/// paced by [`min_interval`](Self::min_interval). Units not spent within
+/// [`lifetime`](Self::lifetime) of their lease expire (they were taken
+/// from the fleet's bucket: spending them much later would admit above
+/// the rate).
+///
+/// Before its first lease, and when its lease runs dry while the fleet's
+/// bucket was not nearly empty, a replica admits on credit, by the local
+/// fallback bucket, up to [`credit`](Self::credit) of the burst; the next
+/// request charges that debt to the fleet's bucket whatever it holds.
+///
+/// ```
+/// use std::time::Duration;
+/// use tonic_hotpath::tenant::limits::LeasePolicy;
+///
+/// let policy = LeasePolicy::default()
+///     .horizon(Duration::from_millis(250))
+///     .min_lease(16);
+/// assert_eq!(policy.lifetime_of(), Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeasePolicy {
+    horizon: Duration,
+    lifetime: Duration,
+    min_lease: u64,
+    min_interval: Duration,
+    credit: f64,
+}
+
+impl Default for LeasePolicy {
+    fn default() -> Self {
+        Self {
+            horizon: Duration::from_millis(500),
+            lifetime: Duration::from_secs(2),
+            min_lease: 4,
+            min_interval: Duration::from_millis(10),
+            credit: 0.05,
+        }
+    }
+}
+
+impl LeasePolicy {
+    /// How much of a tenant's recent rate on this replica one lease covers
+    /// (default 500 ms): longer makes fewer requests and strands more
+    /// units in leases when the load moves.
+    pub fn horizon(mut self, horizon: Duration) -> Self {
+        self.horizon = horizon.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long leased units may be spent (default 2 s).
+    pub fn lifetime(mut self, lifetime: Duration) -> Self {
+        self.lifetime = lifetime.max(Duration::from_millis(2));
+        self
+    }
+
+    /// The least units a lease asks for (default 4).
+    pub fn min_lease(mut self, units: u64) -> Self {
+        self.min_lease = units.clamp(1, MAX_LEASE);
+        self
+    }
+
+    /// The least time between two requests for one tenant's lease on this
+    /// replica (default 10 ms): near the limit, a replica asks Redis at
+    /// most this often per tenant.
+    pub fn min_interval(mut self, interval: Duration) -> Self {
+        self.min_interval = interval;
+        self
+    }
+
+    /// The fraction of the burst a replica may admit on credit while it
+    /// waits for a lease (default 0.05; at least one call or charge).
+    /// Over-admission while Redis is up is at most `replicas × credit ×
+    /// burst`, for one round trip, and is charged back to the fleet's
+    /// bucket.
+    pub fn credit(mut self, fraction: f64) -> Self {
+        self.credit = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self
+    }
+
+    /// The lifetime of a lease.
+    pub fn lifetime_of(&self) -> Duration {
+        self.lifetime
+    }
+
+    pub(crate) fn min_interval_of(&self) -> Duration {
+        self.min_interval
+    }
+
+    /// The most units admitted on credit for a bucket of `burst`.
+    pub(crate) fn max_debt(&self, burst: u32) -> u64 {
+        ((f64::from(burst) * self.credit) as u64).max(1)
+    }
+
+    /// The units to ask for, having spent `spent` units over `elapsed`
+    /// (clamped below to a quarter horizon, so one quick request does not
+    /// look like a flood), for a bucket of `burst`.
+    pub(crate) fn want(&self, spent: u64, elapsed: Duration, burst: u32) -> u64 {
+        let over = elapsed.max(self.horizon / 4).as_secs_f64();
+        let per_second = spent as f64 / over;
+        let want = (per_second * self.horizon.as_secs_f64()).ceil() as u64;
+        let most = u64::from(burst).clamp(1, MAX_LEASE);
+        want.max(self.min_lease).min(most)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_covers_the_horizon_at_the_recent_rate_within_bounds() {
+        let policy = LeasePolicy::default();
+        let second = Duration::from_secs(1);
+        assert_eq!(policy.want(800, second, 2000), 400, "800/s × 500 ms");
+        assert_eq!(policy.want(0, second, 2000), 4, "at least min_lease");
+        assert_eq!(
+            policy.want(1_000_000, second, 2000),
+            2000,
+            "at most the burst"
+        );
+        // 2 units in 1 ms count over 125 ms, not as 2000/s.
+        assert_eq!(policy.want(2, Duration::from_millis(1), 2000), 8);
+        assert_eq!(policy.max_debt(2000), 100);
+        assert_eq!(policy.max_debt(3), 1);
+    }
+}

@@ -1,0 +1,201 @@
+//! [`SharedLimits`]: a limiter's link to its [`RedisBackend`]: the lease
+//! requests its calls start, and the task that serves them off the call
+//! path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::backend::RedisBackend;
+use super::lease::{Answered, Lease, nanos, ticks};
+use super::script::LeaseAsk;
+use crate::tenant::OrgId;
+use crate::tenant::limits::config::Rate;
+use crate::tenant::limits::map::Clock;
+use crate::tenant::limits::state::TenantState;
+
+/// Which of a tenant's fleet-wide buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    /// Its calls (the rate).
+    Calls,
+    /// Its work units (the work rate).
+    Work,
+}
+
+impl Bucket {
+    fn lease(self, state: &TenantState) -> &Lease {
+        match self {
+            Self::Calls => &state.call_lease,
+            Self::Work => &state.work_lease,
+        }
+    }
+
+    fn key_suffix(self) -> &'static str {
+        match self {
+            Self::Calls => "calls",
+            Self::Work => "work",
+        }
+    }
+}
+
+/// A lease to top up: the tenant, its state, which bucket, and the
+/// fleet-wide rate in force.
+struct LeaseRequest {
+    state: Arc<TenantState>,
+    tenant: OrgId,
+    bucket: Bucket,
+    rate: Rate,
+}
+
+/// A limiter's shared backend: in its configuration, read per call.
+#[derive(Debug)]
+pub(crate) struct SharedLimits {
+    backend: RedisBackend,
+    requests: mpsc::UnboundedSender<LeaseRequest>,
+}
+
+impl std::fmt::Debug for LeaseRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseRequest")
+            .field("tenant", &self.tenant)
+            .field("bucket", &self.bucket)
+            .finish()
+    }
+}
+
+impl SharedLimits {
+    /// Links a limiter (its clock) to `backend`, and starts serving its
+    /// lease requests on the backend's runtime.
+    pub(crate) fn new(backend: RedisBackend, clock: Clock) -> Arc<Self> {
+        let (requests, incoming) = mpsc::unbounded_channel();
+        backend
+            .inner
+            .runtime
+            .spawn(serve(backend.clone(), clock, incoming));
+        Arc::new(Self { backend, requests })
+    }
+
+    /// Whether the fleet's buckets are in use now.
+    #[inline]
+    pub(crate) fn is_up(&self) -> bool {
+        self.backend.inner.breaker.is_up()
+    }
+
+    /// The backend.
+    pub(crate) fn backend(&self) -> &RedisBackend {
+        &self.backend
+    }
+
+    /// The most units one replica admits on credit, for a burst of `burst`.
+    pub(crate) fn max_debt(&self, burst: u32) -> u64 {
+        self.backend.inner.policy.max_debt(burst)
+    }
+
+    /// The least pushback of a fleet refusal (ns): the least time between
+    /// two requests.
+    pub(crate) fn min_wait(&self) -> u64 {
+        let interval = self.backend.inner.policy.min_interval_of();
+        u64::try_from(interval.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1_000_000)
+    }
+
+    /// Sends a request for `tenant`'s lease on `bucket` (the caller won the
+    /// right to: its lease is marked requesting). If the task is gone
+    /// (the runtime shut down), the mark is cleared.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn request(
+        &self,
+        state: &Arc<TenantState>,
+        tenant: &str,
+        bucket: Bucket,
+        rate: Rate,
+    ) {
+        let request = LeaseRequest {
+            state: Arc::clone(state),
+            tenant: OrgId::from_checked(tenant.as_bytes()),
+            bucket,
+            rate,
+        };
+        if let Err(mpsc::error::SendError(request)) = self.requests.send(request) {
+            request.bucket.lease(&request.state).finish();
+        }
+    }
+}
+
+/// Serves lease requests, each on a task of its own (many tenants at
+/// once), until the limiter is dropped.
+async fn serve(
+    backend: RedisBackend,
+    clock: Clock,
+    mut incoming: mpsc::UnboundedReceiver<LeaseRequest>,
+) {
+    while let Some(request) = incoming.recv().await {
+        tokio::spawn(top_up(backend.clone(), clock.clone(), request));
+    }
+}
+
+/// Tops up one lease: paced to one request per `min_interval`, sized by
+/// what the replica spent since its last answer, charging its debt.
+async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
+    let inner = &backend.inner;
+    let policy = inner.policy;
+    let lease = request.bucket.lease(&request.state);
+    let (stock_after, answered_at) = lease.history();
+    let min_interval =
+        ticks(u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX));
+    let tick = ticks(clock.now());
+    if answered_at != 0 && tick < answered_at + min_interval {
+        tokio::time::sleep(Duration::from_nanos(nanos(
+            answered_at + min_interval - tick,
+        )))
+        .await;
+    }
+    if !inner.breaker.is_up() {
+        // The fallback applies; nothing to ask for.
+        lease.finish();
+        return;
+    }
+    let now = ticks(clock.now());
+    let debt = lease.debt();
+    let spent = stock_after.saturating_sub(lease.units(now)) + debt;
+    let elapsed = Duration::from_nanos(nanos(now.saturating_sub(answered_at)));
+    let want = if answered_at == 0 {
+        policy.want(debt, Duration::ZERO, request.rate.burst)
+    } else {
+        policy.want(spent, elapsed, request.rate.burst)
+    };
+    let ask = LeaseAsk::new(
+        request.rate.per_second,
+        request.rate.burst,
+        want,
+        debt,
+        inner.replicas(),
+    );
+    let key = inner.bucket_key(request.tenant.as_str(), request.bucket.key_suffix());
+    // A failed request leaves the debt for the next one to charge.
+    if let Ok(answer) = inner.lease(&key, ask).await {
+        lease.paid(debt);
+        let now = ticks(clock.now());
+        let lifetime = ticks(u64::try_from(policy.lifetime_of().as_nanos()).unwrap_or(u64::MAX));
+        let dry_until = if answer.wait_us > 0 {
+            now + ticks(answer.wait_us.saturating_mul(1000)).max(1)
+        } else {
+            0
+        };
+        lease.fill(
+            answer.granted,
+            now.max(1),
+            now + lifetime,
+            Answered {
+                short: answer.granted < want,
+                dry_until,
+                low_water: (want / 4).max(1),
+            },
+        );
+    }
+    lease.finish();
+}

@@ -1,0 +1,21 @@
+//! The fleet-wide tenant limits (feature `limits-redis`) against a real
+//! `redis-server` (and a local Redis Cluster) on 127.0.0.1, with real
+//! tonic replicas and clients: accuracy across replicas under uneven load,
+//! Redis killed, restarted and paused, credentials, the cluster, work
+//! units. Where `redis-server` is not installed each test says it is
+//! skipped; with `CI` set it fails instead.
+
+#[path = "../limits_support/mod.rs"]
+mod limits_support;
+#[path = "../stacks/mod.rs"]
+mod stacks;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod accuracy;
+mod auth;
+mod cluster;
+mod fleet;
+mod outage;
+mod redis_server;
+mod work;
