@@ -7,6 +7,9 @@
 
 #[path = "../limits_support/mod.rs"]
 mod limits_support;
+#[cfg(feature = "otel")]
+#[path = "../otel_support/mod.rs"]
+mod otel_support;
 #[path = "../stacks/mod.rs"]
 mod stacks;
 #[path = "../support/mod.rs"]
@@ -16,6 +19,8 @@ mod accuracy;
 mod auth;
 mod cluster;
 mod fleet;
+#[cfg(feature = "otel")]
+mod metrics;
 mod outage;
 mod redis_server;
 mod work;

@@ -97,7 +97,7 @@ async fn wait_for_ends(sdk: &Sdk, n: u64) {
                     .values()
                     .map(|p| match p {
                         Point::Histogram { count, .. } => *count,
-                        Point::Counter(_) | Point::Gauge(_) => 0,
+                        Point::Counter(_) | Point::Gauge(_) | Point::Total(_) => 0,
                     })
                     .sum()
             })

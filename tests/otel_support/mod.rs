@@ -52,6 +52,8 @@ pub type Counts = Vec<(Attrs, u64)>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Point {
     Counter(u64),
+    /// A floating-point counter's total (seconds, ...).
+    Total(f64),
     /// A gauge's last value (an integer gauge's as `f64`).
     Gauge(f64),
     Histogram {
@@ -143,7 +145,7 @@ impl Sdk {
                 .map(|(attrs, point)| {
                     let count = match point {
                         Point::Counter(n) => *n,
-                        Point::Gauge(value) => *value as u64,
+                        Point::Gauge(value) | Point::Total(value) => *value as u64,
                         Point::Histogram { count, .. } => *count,
                     };
                     (attrs.clone(), count)
@@ -191,6 +193,12 @@ fn collect_points(data: &AggregatedMetrics, out: &mut BTreeMap<Attrs, Point>) {
             assert!(sum.is_monotonic(), "counters are monotonic");
             for p in sum.data_points() {
                 out.insert(to_attrs(p.attributes()), Point::Counter(p.value()));
+            }
+        }
+        AggregatedMetrics::F64(MetricData::Sum(sum)) => {
+            assert!(sum.is_monotonic(), "counters are monotonic");
+            for p in sum.data_points() {
+                out.insert(to_attrs(p.attributes()), Point::Total(p.value()));
             }
         }
         AggregatedMetrics::U64(MetricData::Gauge(gauge)) => {

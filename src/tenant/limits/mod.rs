@@ -139,7 +139,10 @@
 //!   marks it up and the fleet's buckets are used again (a Redis that lost
 //!   its data starts them full). The change each way is logged once
 //!   through `tracing`, without credentials; refused credentials later on
-//!   (a rotation) count as unavailable.
+//!   (a rotation) count as unavailable. With feature `otel`,
+//!   `RedisBackend::with_metrics` exports the backend's state: up or down,
+//!   replicas alive, lease requests and failures, time waiting on leases,
+//!   time in the fallback.
 //!
 //! # Cost and memory
 //!
@@ -223,6 +226,11 @@ pub use refusal::{ExceededLimit, LimitExceeded, RETRY_PUSHBACK_MS};
 pub use shared::{
     BackendStatus, LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError,
     RedisBackendErrorKind,
+};
+#[cfg(all(feature = "otel", feature = "limits-redis"))]
+pub use shared::{
+    REDIS_FALLBACK_TIME, REDIS_KEY_PREFIX_KEY, REDIS_LEASE_FAILURES, REDIS_LEASE_TIME,
+    REDIS_LEASES, REDIS_REPLICAS, REDIS_UP,
 };
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
