@@ -9,6 +9,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::budget::{Account, TenantBudget};
+#[cfg(feature = "limits-redis")]
 use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
