@@ -23,10 +23,21 @@ fn limits() -> Limits {
 /// Three replicas sharing `redis` under `prefix`, once each sees the
 /// other two.
 pub async fn shared_fleet(redis: &RedisServer, prefix: &str, limits: Limits) -> Vec<Replica> {
+    shared_fleet_with(redis, prefix, limits, Duration::from_millis(250)).await
+}
+
+/// [`shared_fleet`] with Redis operations timing out after `timeout`.
+pub async fn shared_fleet_with(
+    redis: &RedisServer,
+    prefix: &str,
+    limits: Limits,
+    timeout: Duration,
+) -> Vec<Replica> {
     let mut replicas = Vec::new();
     for _ in 0..3 {
         let backend = RedisBackend::builder(redis.url())
             .key_prefix(prefix)
+            .timeout(timeout)
             .heartbeat_interval(Duration::from_millis(200))
             .connect()
             .await
