@@ -40,8 +40,8 @@ impl Replica {
     /// Thousands of those a second on one HTTP/2 connection, on a busy
     /// 2-core machine, made hyper close the connection within seconds (the
     /// calls on it then fail with a broken pipe); spread over eight, each
-    /// gets an eighth. (Seen with a local limit as well; tracked as its
-    /// own issue.)
+    /// gets an eighth. (The local layer refuses the same way; reported
+    /// for an issue of its own.)
     pub async fn start(layer: TenantLimitLayer) -> Self {
         Self::serving(layer, EchoService).await
     }
