@@ -37,10 +37,10 @@ impl Replica {
     /// Several connections, as a fleet's many clients make: a refusal
     /// answers before the request's body arrives, so the server resets
     /// the stream, and the body's frame arrives for a stream h2 has reset.
-    /// Thousands of those a second on one HTTP/2 connection, on a busy
-    /// 2-core machine, made hyper close the connection within seconds (the
-    /// calls on it then fail with a broken pipe); spread over eight, each
-    /// gets an eighth. (The local layer refuses the same way; reported
+    /// With thousands of those a second on one HTTP/2 connection, on a
+    /// busy 2-core machine, the connection was closed within seconds (the
+    /// calls on it then fail with a broken pipe; the exact cause is not
+    /// pinned down); spread over eight, each gets an eighth. (The local layer refuses the same way; reported
     /// for an issue of its own.)
     pub async fn start(layer: TenantLimitLayer) -> Self {
         Self::serving(layer, EchoService).await
