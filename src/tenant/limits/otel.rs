@@ -4,9 +4,13 @@
 
 use std::fmt;
 use std::sync::Arc;
+#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
+use std::sync::Weak;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use opentelemetry::metrics::{Counter, MeterProvider};
+#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
+use opentelemetry::metrics::AsyncInstrument;
+use opentelemetry::metrics::{Counter, Meter, MeterProvider};
 use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
 
 use super::observer::LimitObserver;
@@ -63,11 +67,7 @@ impl LimitMetrics {
     /// The counter from `provider`'s meter named `tonic-hotpath` (with the
     /// crate's version), the tenant attribute guarded by `labels`.
     pub fn new<P: MeterProvider + ?Sized>(provider: &P, labels: TenantLabels) -> Self {
-        let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build();
-        let rejections = provider
-            .meter_with_scope(scope)
+        let rejections = crate_meter(provider)
             .u64_counter(REJECTIONS)
             .with_unit("{call}")
             .with_description("Calls refused by a per-tenant limit, by tenant and reason.")
@@ -164,6 +164,37 @@ fn label_of(tenant: &OrgId) -> KeyValue {
         TENANT_KEY,
         StringValue::from(Arc::<str>::from(tenant.as_str())),
     )
+}
+
+/// `provider`'s meter named `tonic-hotpath`, with the crate's version: the
+/// one every `tenant::limits` instrument comes from.
+pub(crate) fn crate_meter<P: MeterProvider + ?Sized>(provider: &P) -> Meter {
+    let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build();
+    provider.meter_with_scope(scope)
+}
+
+/// An observed instrument's callback: `value` of the state behind `state`
+/// with the one attribute `attribute`; nothing once the state is gone or
+/// while `value` is `None`. (A watched file's metrics and a shared
+/// backend's read their own counters this way.)
+#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
+pub(crate) fn observe<S, T>(
+    state: &Weak<S>,
+    attribute: &KeyValue,
+    value: impl Fn(&S) -> Option<T> + Send + Sync + 'static,
+) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static
+where
+    S: Send + Sync + 'static,
+{
+    let state = state.clone();
+    let attributes = [attribute.clone()];
+    move |instrument| {
+        if let Some(value) = state.upgrade().as_deref().and_then(&value) {
+            instrument.observe(value, &attributes);
+        }
+    }
 }
 
 #[cfg(test)]

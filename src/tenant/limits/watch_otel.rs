@@ -2,13 +2,14 @@
 //! watched overrides file's reload status as OpenTelemetry metrics, read
 //! from the watch's own counters when the metrics are collected.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
-use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
-use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry::{KeyValue, StringValue};
 
-use super::watch::{FileWatch, WatchStatus};
+use super::otel::{crate_meter, observe};
+use super::watch::FileWatch;
 
 /// Whether the last check of a watched overrides file succeeded: a gauge,
 /// 1 or 0 (Prometheus: `tonic_hotpath_tenant_limit_file_last_reload_successful`,
@@ -73,10 +74,7 @@ impl FileWatch {
     /// ```
     #[must_use]
     pub fn with_metrics<P: MeterProvider + ?Sized>(self, provider: &P) -> Self {
-        let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build();
-        let meter = provider.meter_with_scope(scope);
+        let meter = crate_meter(provider);
         let path = KeyValue::new(
             FILE_PATH_KEY,
             StringValue::from(Arc::<str>::from(self.path.to_string_lossy())),
@@ -125,21 +123,5 @@ impl FileWatch {
             }))
             .build();
         self
-    }
-}
-
-/// A callback observing `value` of the watch's status with the `path`
-/// attribute, nothing once the watch is gone or while `value` is `None`.
-fn observe<T>(
-    watched: &Weak<WatchStatus>,
-    path: &KeyValue,
-    value: impl Fn(&WatchStatus) -> Option<T> + Send + Sync + 'static,
-) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
-    let watched = watched.clone();
-    let attributes = [path.clone()];
-    move |instrument| {
-        if let Some(value) = watched.upgrade().as_deref().and_then(&value) {
-            instrument.observe(value, &attributes);
-        }
     }
 }

@@ -2,13 +2,14 @@
 //! shared backend's state as OpenTelemetry metrics, read from its own
 //! counters when the metrics are collected.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
-use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
-use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry::{KeyValue, StringValue};
 
-use super::backend::{Backend, RedisBackend};
+use super::backend::RedisBackend;
+use crate::tenant::limits::otel::{crate_meter, observe};
 
 /// Whether the fleet's buckets are in use (1) or the replica is in the
 /// fallback (0): a gauge (Prometheus:
@@ -63,10 +64,7 @@ impl RedisBackend {
     /// ```
     #[must_use]
     pub fn with_metrics<P: MeterProvider + ?Sized>(self, provider: &P) -> Self {
-        let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build();
-        let meter = provider.meter_with_scope(scope);
+        let meter = crate_meter(provider);
         let prefix = KeyValue::new(
             REDIS_KEY_PREFIX_KEY,
             StringValue::from(Arc::<str>::from(self.key_prefix())),
@@ -78,7 +76,7 @@ impl RedisBackend {
                 "Whether the tenant limits use the fleet's buckets in Redis (1) or the local fallback (0).",
             )
             .with_callback(observe(&backend, &prefix, |backend| {
-                u64::from(backend.breaker.is_up())
+                Some(u64::from(backend.breaker.is_up()))
             }))
             .build();
         meter
@@ -86,7 +84,7 @@ impl RedisBackend {
             .with_unit("{replica}")
             .with_description("Replicas alive at the last heartbeat.")
             .with_callback(observe(&backend, &prefix, |backend| {
-                u64::from(backend.replicas())
+                Some(u64::from(backend.replicas()))
             }))
             .build();
         meter
@@ -94,7 +92,7 @@ impl RedisBackend {
             .with_unit("{lease}")
             .with_description("Lease requests answered by Redis.")
             .with_callback(observe(&backend, &prefix, |backend| {
-                backend.counts.leases.load(Ordering::Relaxed)
+                Some(backend.counts.leases.load(Ordering::Relaxed))
             }))
             .build();
         meter
@@ -102,7 +100,7 @@ impl RedisBackend {
             .with_unit("{lease}")
             .with_description("Lease requests that failed (timed out, refused, connection lost).")
             .with_callback(observe(&backend, &prefix, |backend| {
-                backend.counts.failed_leases.load(Ordering::Relaxed)
+                Some(backend.counts.failed_leases.load(Ordering::Relaxed))
             }))
             .build();
         meter
@@ -110,7 +108,7 @@ impl RedisBackend {
             .with_unit("s")
             .with_description("Time spent waiting on lease answers.")
             .with_callback(observe(&backend, &prefix, |backend| {
-                backend.counts.lease_nanos.load(Ordering::Relaxed) as f64 / 1e9
+                Some(backend.counts.lease_nanos.load(Ordering::Relaxed) as f64 / 1e9)
             }))
             .build();
         meter
@@ -118,25 +116,9 @@ impl RedisBackend {
             .with_unit("s")
             .with_description("Time spent in the local fallback while Redis was unavailable.")
             .with_callback(observe(&backend, &prefix, |backend| {
-                backend.breaker.time_down().as_secs_f64()
+                Some(backend.breaker.time_down().as_secs_f64())
             }))
             .build();
         self
-    }
-}
-
-/// A callback observing `value` of the backend with the prefix attribute,
-/// nothing once the backend is gone.
-fn observe<T>(
-    backend: &Weak<Backend>,
-    prefix: &KeyValue,
-    value: impl Fn(&Backend) -> T + Send + Sync + 'static,
-) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
-    let backend = backend.clone();
-    let attributes = [prefix.clone()];
-    move |instrument| {
-        if let Some(backend) = backend.upgrade() {
-            instrument.observe(value(&backend), &attributes);
-        }
     }
 }
