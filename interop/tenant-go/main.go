@@ -7,9 +7,15 @@
 // attempts), as a Go service calling a Rust one would see them.
 //
 // With -retry, the channel's service config has a retry policy for
-// RESOURCE_EXHAUSTED (3 attempts) whose backoff is 10 s: a retry that
-// comes sooner was timed by the server's grpc-retry-pushback-ms trailer,
-// which grpc-go obeys instead of its backoff (gRFC A6).
+// RESOURCE_EXHAUSTED (-attempts attempts, 3 by default, at most grpc-go's
+// 5) whose backoff is 10 s: a retry that comes sooner was timed by the
+// server's grpc-retry-pushback-ms trailer, which grpc-go obeys instead of
+// its backoff (gRFC A6).
+//
+// -addr may list several addresses, comma-separated
+// (tests/limits_redis/pushback_go.rs: three replicas of a fleet): the
+// channel then balances over them with grpc-go's round_robin, every
+// attempt (a retry too) going to the next one.
 package main
 
 import (
@@ -18,27 +24,37 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 )
 
-const retryPolicy = `{
+// serviceConfig is the channel's service config: round_robin, and with
+// attempts > 0 a retry policy for RESOURCE_EXHAUSTED.
+func serviceConfig(attempts int) string {
+	config := `{"loadBalancingConfig": [{"round_robin": {}}]`
+	if attempts > 0 {
+		config += fmt.Sprintf(`,
   "methodConfig": [{
     "name": [{"service": "grpc.health.v1.Health"}],
     "retryPolicy": {
-      "maxAttempts": 3,
+      "maxAttempts": %d,
       "initialBackoff": "10s",
       "maxBackoff": "10s",
       "backoffMultiplier": 1,
       "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
     }
-  }]
-}`
+  }]`, attempts)
+	}
+	return config + "}"
+}
 
 type result struct {
 	Call    int     `json:"call"`
@@ -48,19 +64,31 @@ type result struct {
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:50051", "server address")
+	addr := flag.String("addr", "127.0.0.1:50051", "server address, or several comma-separated (round_robin over them)")
 	org := flag.String("org", "", "x-scope-orgid value (none when empty)")
 	calls := flag.Int("calls", 1, "calls to make, one after the other")
 	retry := flag.Bool("retry", false, "retry RESOURCE_EXHAUSTED (service config retry policy)")
+	attempts := flag.Int("attempts", 3, "with -retry, the policy's maxAttempts (grpc-go allows at most 5)")
 	flag.Parse()
 
 	options := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if *retry {
-		options = append(options, grpc.WithDefaultServiceConfig(retryPolicy))
+		options = append(options, grpc.WithDefaultServiceConfig(serviceConfig(*attempts)))
 	} else {
-		options = append(options, grpc.WithDisableRetry())
+		options = append(options, grpc.WithDefaultServiceConfig(serviceConfig(0)), grpc.WithDisableRetry())
 	}
-	conn, err := grpc.NewClient("passthrough:///"+*addr, options...)
+	target := "passthrough:///" + *addr
+	if addrs := strings.Split(*addr, ","); len(addrs) > 1 {
+		fleet := manual.NewBuilderWithScheme("fleet")
+		state := resolver.State{}
+		for _, a := range addrs {
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+		}
+		fleet.InitialState(state)
+		options = append(options, grpc.WithResolvers(fleet))
+		target = "fleet:///replicas"
+	}
+	conn, err := grpc.NewClient(target, options...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dial:", err)
 		os.Exit(1)

@@ -5,6 +5,8 @@
 //! units. Where `redis-server` is not installed each test says it is
 //! skipped; with `CI` set it fails instead.
 
+#[path = "../go_interop/mod.rs"]
+mod go_interop;
 #[path = "../limits_support/mod.rs"]
 mod limits_support;
 #[cfg(feature = "otel")]
@@ -22,5 +24,6 @@ mod fleet;
 #[cfg(feature = "otel")]
 mod metrics;
 mod outage;
+mod pushback_go;
 mod redis_server;
 mod work;

@@ -5,6 +5,8 @@
 //! Include with `mod support; mod stacks; mod limits_support;`.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod grpc_go;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

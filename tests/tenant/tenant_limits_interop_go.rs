@@ -9,33 +9,15 @@
 //! the first build); without `go` the test prints why and passes, or fails when `CI` is set.
 
 use crate::go_interop;
-use crate::tenant_limits_pushback_go::go_client;
+use crate::limits_support::grpc_go::{self, go_client};
 
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 
 /// One call as the Go client saw it: (code, message).
 fn calls(stdout: &str) -> Vec<(String, String)> {
-    let field = |line: &str, key: &str| {
-        let pattern = format!("\"{key}\":\"");
-        let start = line.find(&pattern).map(|at| at + pattern.len());
-        let start = start.unwrap_or_else(|| panic!("no {key} in {line}"));
-        // The messages hold `\"` around the tenant: read up to an
-        // unescaped quote, and unescape it.
-        let mut value = String::new();
-        let mut chars = line[start..].chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => value.extend(chars.next()),
-                '"' => break,
-                c => value.push(c),
-            }
-        }
-        value
-    };
-    stdout
-        .lines()
-        .filter(|line| line.starts_with('{'))
-        .map(|line| (field(line, "code"), field(line, "message")))
+    grpc_go::calls(stdout)
+        .into_iter()
+        .map(|(code, message, _)| (code, message))
         .collect()
 }
 
@@ -57,7 +39,7 @@ async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
 
-    let throttled = calls(&go_client(&binary, addr, "team-a", 5, false).await);
+    let throttled = calls(&go_client(&binary, &[addr], "team-a", 5, None).await);
     let refused = (
         "ResourceExhausted".to_owned(),
         "request rate limit (0.001 per second, burst 3) exceeded for tenant \"team-a\"".to_owned(),
@@ -67,6 +49,6 @@ async fn grpc_go_client_sees_resource_exhausted_with_the_message() {
         throttled,
         [ok.clone(), ok.clone(), ok.clone(), refused.clone(), refused]
     );
-    let other = calls(&go_client(&binary, addr, "team-b", 2, false).await);
+    let other = calls(&go_client(&binary, &[addr], "team-b", 2, None).await);
     assert_eq!(other, [ok.clone(), ok], "another tenant is unaffected");
 }

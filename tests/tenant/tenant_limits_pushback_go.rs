@@ -12,101 +12,11 @@
 //! passes, or fails when `CI` is set.
 
 use crate::go_interop;
+use crate::limits_support::grpc_go::{Attempts, calls, go_client, serve_health};
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{
-    Limits, RETRY_PUSHBACK_MS, Rate, TenantLimitBody, TenantLimitLayer,
-};
-use tower::ServiceBuilder;
-
-/// The attempts the server saw: arrival times, and the pushback (ms) each
-/// answer carried, in order (the client calls one at a time).
-#[derive(Debug, Default, Clone)]
-struct Attempts {
-    arrivals: Arc<Mutex<Vec<Instant>>>,
-    pushbacks: Arc<Mutex<Vec<Option<u64>>>>,
-}
-
-/// Serves the health service behind `layer`, recording every attempt.
-async fn serve(layer: TenantLimitLayer) -> (SocketAddr, Attempts) {
-    let attempts = Attempts::default();
-    let (arrivals, pushbacks) = (
-        Arc::clone(&attempts.arrivals),
-        Arc::clone(&attempts.pushbacks),
-    );
-    let stack = ServiceBuilder::new()
-        .map_request(move |request: http::Request<tonic::body::Body>| {
-            arrivals.lock().expect("lock").push(Instant::now());
-            request
-        })
-        .map_response(
-            move |response: http::Response<TenantLimitBody<tonic::body::Body>>| {
-                let pushback = response
-                    .headers()
-                    .get(RETRY_PUSHBACK_MS)
-                    .map(|value| value.to_str().unwrap().parse().unwrap());
-                pushbacks.lock().expect("lock").push(pushback);
-                response
-            },
-        )
-        .layer(layer)
-        .into_inner();
-    // TCP_NODELAY: without it, Nagle's algorithm and delayed ACKs hold
-    // the refusal back by about 40 ms.
-    let (addr, incoming) = crate::support::bind().await;
-    let (_reporter, health) = tonic_health::server::health_reporter();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(stack)
-            .add_service(health)
-            .serve_with_incoming(incoming),
-    );
-    (addr, attempts)
-}
-
-/// One call as the Go client saw it: (code, message, milliseconds).
-fn calls(stdout: &str) -> Vec<(String, String, f64)> {
-    stdout
-        .lines()
-        .filter(|line| line.starts_with('{'))
-        .map(|line| {
-            let json: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            (
-                json["code"].as_str().expect("code").to_owned(),
-                json["message"].as_str().expect("message").to_owned(),
-                json["ms"].as_f64().expect("ms"),
-            )
-        })
-        .collect()
-}
-
-/// Runs the Go client: `calls` health checks for `org` against `addr`.
-pub(crate) async fn go_client(
-    binary: &Path,
-    addr: SocketAddr,
-    org: &str,
-    calls: u32,
-    retry: bool,
-) -> String {
-    let output = tokio::process::Command::new(binary)
-        .arg(format!("-addr={addr}"))
-        .arg(format!("-org={org}"))
-        .arg(format!("-calls={calls}"))
-        .arg(format!("-retry={retry}"))
-        .output()
-        .await
-        .expect("run the Go client");
-    assert!(
-        output.status.success(),
-        "the Go client failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
+use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 
 #[tokio::test]
 async fn grpc_go_retries_after_the_pushback_and_is_admitted() {
@@ -115,14 +25,23 @@ async fn grpc_go_retries_after_the_pushback_and_is_admitted() {
     };
     // A burst of 1, then one call per second.
     let rate = Rate::new(1.0, 1).expect("a valid rate");
-    let (addr, attempts) = serve(TenantLimitLayer::new(Limits::unlimited().with_rate(rate))).await;
+    let attempts = Attempts::default();
+    let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(rate));
+    let addr = serve_health(layer, 0, &attempts).await;
 
-    let seen = calls(&go_client(&binary, addr, "team-a", 2, true).await);
+    let seen = calls(&go_client(&binary, &[addr], "team-a", 2, Some(3)).await);
     let codes: Vec<_> = seen.iter().map(|(code, ..)| code.as_str()).collect();
     assert_eq!(codes, ["OK", "OK"], "{seen:?}");
 
-    let arrivals = attempts.arrivals.lock().unwrap().clone();
-    let pushbacks = attempts.pushbacks.lock().unwrap().clone();
+    let seen_by_server = attempts.seen();
+    let arrivals: Vec<_> = seen_by_server
+        .iter()
+        .map(|attempt| attempt.arrived)
+        .collect();
+    let pushbacks: Vec<_> = seen_by_server
+        .iter()
+        .map(|attempt| attempt.pushback_ms)
+        .collect();
     // Call 0 admitted; call 1 refused once, then retried and admitted.
     assert_eq!(arrivals.len(), 3, "{pushbacks:?}");
     let pushback = match pushbacks.as_slice() {
@@ -155,9 +74,11 @@ async fn grpc_go_without_a_retry_policy_sees_resource_exhausted_with_the_message
         return;
     };
     let rate = Rate::new(0.001, 1).expect("a valid rate");
-    let (addr, attempts) = serve(TenantLimitLayer::new(Limits::unlimited().with_rate(rate))).await;
+    let attempts = Attempts::default();
+    let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(rate));
+    let addr = serve_health(layer, 0, &attempts).await;
 
-    let seen = calls(&go_client(&binary, addr, "team-a", 2, false).await);
+    let seen = calls(&go_client(&binary, &[addr], "team-a", 2, None).await);
     let seen: Vec<_> = seen
         .into_iter()
         .map(|(code, message, _)| (code, message))
@@ -174,7 +95,11 @@ async fn grpc_go_without_a_retry_policy_sees_resource_exhausted_with_the_message
         ]
     );
     // One attempt per call, the refusal with its pushback (~1 000 s).
-    let pushbacks = attempts.pushbacks.lock().unwrap().clone();
+    let pushbacks: Vec<_> = attempts
+        .seen()
+        .iter()
+        .map(|attempt| attempt.pushback_ms)
+        .collect();
     assert!(
         matches!(pushbacks.as_slice(), [None, Some(ms)] if (990_000..=1_000_000).contains(ms)),
         "{pushbacks:?}"

@@ -157,15 +157,11 @@ impl Account {
         let tick = ticks(now);
         let (charged, request) = match lease.take(units, tick) {
             Take::Taken { request } => (Ok(Charge::Leased), request),
-            Take::Dry => match lease.credit(
-                units,
-                tick,
-                shared.max_debt(fleet.burst),
-                shared.min_wait(),
-                || self.state.charge_work(self.gcra, now, units),
-            ) {
+            Take::Dry => match lease.credit(units, tick, shared.credit_limits(fleet.burst), || {
+                self.state.charge_work(self.gcra, now, units)
+            }) {
                 Ok(request) => (Ok(Charge::Credit), request),
-                Err(NoCredit { wait, request }) => (
+                Err(NoCredit { wait, request, .. }) => (
                     Err(self
                         .refusal(fleet, units)
                         .with_retry_after(Duration::from_nanos(wait))),

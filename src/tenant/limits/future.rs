@@ -1,13 +1,18 @@
 //! The response future of [`TenantLimit`](super::TenantLimit).
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 use tonic::Status;
+use tower::Service;
 
 use super::body::TenantLimitBody;
+use super::budget::TenantBudget;
+use super::limiter::Limiter;
 use super::refusal::Refusal;
 use super::state::Slot;
 
@@ -15,26 +20,50 @@ pin_project! {
     /// The response future of [`TenantLimit`](super::TenantLimit): the
     /// inner service's future holding the call's in-flight slot (handed to
     /// the response body, or given back if the future fails or is
-    /// dropped), or an immediate refusal.
-    #[derive(Debug)]
-    pub struct TenantLimitFuture<F> {
+    /// dropped), or an immediate refusal. With a shared backend (feature
+    /// `limits-redis`), a call its tenant's lease cannot judge yet first
+    /// waits here for the lease's answer (see the module docs, "Across a
+    /// fleet"), holding the inner service, which it calls only if the
+    /// call is admitted.
+    pub struct TenantLimitFuture<S, B>
+    where
+        S: Service<http::Request<B>>,
+    {
         #[pin]
-        kind: Kind<F>,
+        kind: Kind<S, B>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    #[derive(Debug)]
-    enum Kind<F> {
-        Inner { #[pin] future: F, slot: Option<Slot> },
+    enum Kind<S, B>
+    where
+        S: Service<http::Request<B>>,
+    {
+        Inner { #[pin] future: S::Future, slot: Option<Slot> },
+        AnswerDue { waiting: Option<Box<AnswerDue<S, B>>> },
         Refused { refusal: Option<Refusal> },
     }
 }
 
-impl<F> TenantLimitFuture<F> {
+/// A call waiting for its tenant's lease answer: the inner service (ready:
+/// polled ready before the call), the request, and the limiter that judges
+/// it again.
+#[cfg_attr(not(feature = "limits-redis"), allow(dead_code))]
+struct AnswerDue<S, B> {
+    #[cfg(feature = "limits-redis")]
+    answer: crate::tenant::limits::shared::AnswerWait,
+    service: S,
+    request: http::Request<B>,
+    limiter: Arc<Limiter>,
+}
+
+impl<S, B> TenantLimitFuture<S, B>
+where
+    S: Service<http::Request<B>>,
+{
     #[inline]
-    pub(crate) fn inner(future: F, slot: Option<Slot>) -> Self {
+    pub(crate) fn inner(future: S::Future, slot: Option<Slot>) -> Self {
         Self {
             kind: Kind::Inner { future, slot },
         }
@@ -48,27 +77,117 @@ impl<F> TenantLimitFuture<F> {
             },
         }
     }
+
+    /// Waits on `answer`, then judges `request` again with `limiter`
+    /// and, admitted, calls `service` (ready) with it.
+    #[cfg(feature = "limits-redis")]
+    #[cold]
+    pub(crate) fn answer_due(
+        answer: crate::tenant::limits::shared::AnswerWait,
+        service: S,
+        request: http::Request<B>,
+        limiter: Arc<Limiter>,
+    ) -> Self {
+        Self {
+            kind: Kind::AnswerDue {
+                waiting: Some(Box::new(AnswerDue {
+                    answer,
+                    service,
+                    request,
+                    limiter,
+                })),
+            },
+        }
+    }
 }
 
-impl<F, ResBody, E> Future for TenantLimitFuture<F>
+/// Calls `service` with `request`, the call admitted with `slot` and, if
+/// its tenants have a work rate, `budget` (put into its extensions).
+#[inline]
+pub(crate) fn call_admitted<S, B>(
+    service: &mut S,
+    mut request: http::Request<B>,
+    slot: Option<Slot>,
+    budget: Option<TenantBudget>,
+) -> TenantLimitFuture<S, B>
 where
-    F: Future<Output = Result<http::Response<ResBody>, E>>,
+    S: Service<http::Request<B>>,
 {
-    type Output = Result<http::Response<TenantLimitBody<ResBody>>, E>;
+    if let Some(budget) = budget {
+        request.extensions_mut().insert(budget);
+    }
+    TenantLimitFuture::inner(service.call(request), slot)
+}
+
+impl<S, B, ResBody> Future for TenantLimitFuture<S, B>
+where
+    S: Service<http::Request<B>, Response = http::Response<ResBody>>,
+{
+    type Output = Result<http::Response<TenantLimitBody<ResBody>>, S::Error>;
 
     #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Inner { future, slot } => future.poll(cx).map(|output| {
-                // On an error the slot is given back here; on a response
-                // it rides in the body until the body ends.
-                let slot = slot.take();
-                output.map(|response| response.map(|body| TenantLimitBody::with_slot(body, slot)))
-            }),
-            KindProj::Refused { refusal } => Poll::Ready(Ok(Refusal::into_response(
-                refusal.take().ok_or_else(polled_after_completion),
-            ))),
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let next = match self.as_mut().project().kind.project() {
+                KindProj::Inner { future, slot } => {
+                    return future.poll(cx).map(|output| {
+                        // On an error the slot is given back here; on a
+                        // response it rides in the body until the body
+                        // ends.
+                        let slot = slot.take();
+                        output.map(|response| {
+                            response.map(|body| TenantLimitBody::with_slot(body, slot))
+                        })
+                    });
+                }
+                KindProj::Refused { refusal } => {
+                    return Poll::Ready(Ok(Refusal::into_response(
+                        refusal.take().ok_or_else(polled_after_completion),
+                    )));
+                }
+                KindProj::AnswerDue { waiting } => {
+                    #[cfg(feature = "limits-redis")]
+                    if let Some(answer_due) = waiting.as_mut() {
+                        std::task::ready!(Pin::new(&mut answer_due.answer).poll(cx));
+                    }
+                    let Some(answer_due) = waiting.take() else {
+                        return Poll::Ready(Ok(Refusal::into_response(Err(
+                            polled_after_completion(),
+                        ))));
+                    };
+                    let AnswerDue {
+                        mut service,
+                        request,
+                        limiter,
+                        ..
+                    } = *answer_due;
+                    let mut budget = None;
+                    match limiter.admit(&request, &mut budget) {
+                        Ok(slot) => call_admitted(&mut service, request, slot, budget),
+                        Err(refused) => {
+                            TenantLimitFuture::refused(Refusal::of(request.headers(), refused))
+                        }
+                    }
+                }
+            };
+            self.set(next);
         }
+    }
+}
+
+impl<S, B> fmt::Debug for TenantLimitFuture<S, B>
+where
+    S: Service<http::Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.kind {
+            Kind::Inner { .. } => "calling the inner service",
+            Kind::AnswerDue { .. } => "waiting for the tenant's lease answer",
+            Kind::Refused { .. } => "refused",
+        };
+        f.debug_struct("TenantLimitFuture")
+            .field("state", &state)
+            .finish_non_exhaustive()
     }
 }
 

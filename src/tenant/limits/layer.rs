@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use tower::{Layer, Service};
 
-use super::budget::TenantBudget;
 use super::config::Limits;
-use super::future::TenantLimitFuture;
+use super::future::{TenantLimitFuture, call_admitted};
 use super::handle::LimitsHandle;
-use super::limiter::Limiter;
+use super::limiter::{Limiter, NotYet};
 use super::observer::LimitObserver;
 use super::refusal::Refusal;
 use super::snapshot::Snapshot;
-use super::state::Slot;
 use crate::tenant::OrgId;
 use crate::tenant::paths::{PathSet, names};
 
@@ -267,13 +265,17 @@ impl<S> TenantLimit<S> {
     }
 }
 
+/// `S: Clone`, as tower's middleware that may call the inner service
+/// later has it: a call that waits for its tenant's lease answer (feature
+/// `limits-redis`) takes the inner service, ready, with it, and leaves a
+/// clone in its place.
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for TenantLimit<S>
 where
-    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone,
 {
     type Response = http::Response<super::TenantLimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = TenantLimitFuture<S::Future>;
+    type Future = TenantLimitFuture<S, ReqBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -283,32 +285,36 @@ where
     #[inline]
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
         let mut budget = None;
-        match self.limiter.admit(&request, &mut budget) {
+        match self.limiter.admit_or_wait(&request, &mut budget) {
             Ok(slot) => match budget {
                 None => TenantLimitFuture::inner(self.inner.call(request), slot),
-                Some(budget) => self.call_with_budget(request, slot, budget),
+                Some(budget) => call_admitted(&mut self.inner, request, slot, Some(budget)),
             },
-            Err(refused) => TenantLimitFuture::refused(Refusal::of(request.headers(), refused)),
+            Err(NotYet::Refused(refused)) => {
+                TenantLimitFuture::refused(Refusal::of(request.headers(), refused))
+            }
+            #[cfg(feature = "limits-redis")]
+            Err(NotYet::AnswerDue(answer)) => self.wait_for_answer(answer, request),
         }
     }
 }
 
 impl<S> TenantLimit<S> {
-    /// Calls the inner service with the call's work budget in its
-    /// extensions (off the path of calls without a work rate, which hand
-    /// their request on untouched).
+    /// A call that waits for its tenant's lease answer, with the inner
+    /// service (ready) in its future and a clone left here.
+    #[cfg(feature = "limits-redis")]
     #[cold]
     #[inline(never)]
-    fn call_with_budget<ReqBody>(
+    fn wait_for_answer<ReqBody>(
         &mut self,
-        mut request: http::Request<ReqBody>,
-        slot: Option<Slot>,
-        budget: TenantBudget,
-    ) -> TenantLimitFuture<S::Future>
+        answer: super::shared::AnswerWait,
+        request: http::Request<ReqBody>,
+    ) -> TenantLimitFuture<S, ReqBody>
     where
-        S: Service<http::Request<ReqBody>>,
+        S: Service<http::Request<ReqBody>> + Clone,
     {
-        request.extensions_mut().insert(budget);
-        TenantLimitFuture::inner(self.inner.call(request), slot)
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        TenantLimitFuture::answer_due(answer, ready, request, Arc::clone(&self.limiter))
     }
 }

@@ -14,7 +14,7 @@ use super::gcra::Gcra;
 use super::map::TenantMap;
 use super::refusal::{ExceededLimit, LimitExceeded};
 #[cfg(feature = "limits-redis")]
-use super::shared::{Bucket, SharedLimits};
+use super::shared::{AnswerWait, Bucket, SharedLimits};
 use super::snapshot::{Effective, Snapshot};
 #[cfg(feature = "limits-redis")]
 use super::state::FleetCheck;
@@ -55,10 +55,39 @@ impl Charged<'_> {
 
 /// Why a tenant's call was not admitted, small (the hot path returns it),
 /// made into a [`LimitExceeded`] by [`refusal`] off that path.
-#[derive(Clone, Copy)]
 struct Refused<'c> {
     limits: &'c Effective,
     why: NotAdmitted,
+    /// With a shared backend, when the tenant's lease has an answer due
+    /// that may change the verdict: the tenant's state, to wait on, and
+    /// the backend.
+    #[cfg(feature = "limits-redis")]
+    answer_due: Option<(Arc<TenantState>, Arc<SharedLimits>)>,
+}
+
+impl<'c> Refused<'c> {
+    fn new(limits: &'c Effective, why: NotAdmitted) -> Self {
+        Self {
+            limits,
+            why,
+            #[cfg(feature = "limits-redis")]
+            answer_due: None,
+        }
+    }
+}
+
+/// A call not admitted at once.
+#[derive(Debug)]
+pub(crate) enum NotYet {
+    /// Refused.
+    Refused(LimitExceeded),
+    /// Its tenant's fleet-wide bucket was nearly empty at the lease's last
+    /// answer, which is too old to judge the call by: the answer in flight
+    /// decides it. Wait on this (it wakes on that answer, or a request
+    /// that ended without one, or after the policy's `answer_wait`), then
+    /// [`admit`](Limiter::admit) the call.
+    #[cfg(feature = "limits-redis")]
+    AnswerDue(AnswerWait),
 }
 
 impl Limiter {
@@ -89,6 +118,33 @@ impl Limiter {
         request: &http::Request<B>,
         budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, LimitExceeded> {
+        self.admit_with::<B, false>(request, budget)
+            .map_err(|not_yet| match not_yet {
+                NotYet::Refused(refused) => refused,
+                #[cfg(feature = "limits-redis")]
+                NotYet::AnswerDue(_) => unreachable!("admit_with::<_, false> does not wait"),
+            })
+    }
+
+    /// [`admit`](Self::admit), except that a single tenant's call that its
+    /// fleet-wide lease cannot judge yet is not refused but told to wait
+    /// for the answer in flight ([`NotYet::AnswerDue`]).
+    #[inline]
+    pub(crate) fn admit_or_wait<B>(
+        &self,
+        request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
+    ) -> Result<Option<Slot>, NotYet> {
+        self.admit_with::<B, true>(request, budget)
+    }
+
+    /// [`admit`](Self::admit); with `WAIT`, [`admit_or_wait`](Self::admit_or_wait).
+    #[inline]
+    fn admit_with<B, const WAIT: bool>(
+        &self,
+        request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
+    ) -> Result<Option<Slot>, NotYet> {
         let config = self.config.load();
         if !config.in_scope(request.uri().path()) {
             return Ok(None);
@@ -103,12 +159,22 @@ impl Limiter {
                     }
                     Ok(Some(Slot::one(charged.state)))
                 }
-                Err(refused) => Err(refusal(&config, id, refused)),
+                Err(refused) => {
+                    #[cfg(feature = "limits-redis")]
+                    if WAIT && let Some((state, shared)) = &refused.answer_due {
+                        return match AnswerWait::new(state, shared) {
+                            Some(wait) => Err(NotYet::AnswerDue(wait)),
+                            // It landed already: judge the call again now.
+                            None => self.admit_with::<B, false>(request, budget),
+                        };
+                    }
+                    Err(refusal(&config, id, refused))
+                }
             },
             Some(Tenants::Many(ids)) => self.charge_all(&config, ids, budget),
             Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), budget),
         };
-        admitted.map_err(|refused| self.refused(&config, refused))
+        admitted.map_err(|refused| NotYet::Refused(self.refused(&config, refused)))
     }
 
     /// Reports a refusal to the observer.
@@ -184,7 +250,7 @@ impl Limiter {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(why) => Err(Refused { limits, why }),
+                Err(why) => Err(Refused::new(limits, why)),
             };
         }
     }
@@ -208,8 +274,7 @@ impl Limiter {
         let check = FleetCheck {
             now,
             local,
-            max_debt: shared.max_debt(fleet.burst),
-            min_wait: shared.min_wait(),
+            credit: shared.credit_limits(fleet.burst),
         };
         let guard = self.tenants.guard();
         loop {
@@ -231,7 +296,16 @@ impl Limiter {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(why) => Err(Refused { limits, why }),
+                Err(why) => {
+                    let mut refused = Refused::new(limits, why);
+                    if let NotAdmitted::FleetRate {
+                        answer_due: true, ..
+                    } = why
+                    {
+                        refused.answer_due = Some((Arc::clone(state), Arc::clone(shared)));
+                    }
+                    Err(refused)
+                }
             };
         }
     }
@@ -289,7 +363,7 @@ fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitExceeded {
         }
         // The fleet-wide rate, as configured (not divided).
         #[cfg(feature = "limits-redis")]
-        (NotAdmitted::FleetRate { wait }, Some((rate, _))) => (
+        (NotAdmitted::FleetRate { wait, .. }, Some((rate, _))) => (
             ExceededLimit::Rate(limits.configured.rate.unwrap_or(rate)),
             Some(Duration::from_nanos(wait)),
         ),

@@ -114,7 +114,18 @@
 //!   the lease dry while the bucket had units at the last answer, is
 //!   judged by the local fallback bucket and admitted *on credit*; the
 //!   next lease request charges that debt to the fleet's bucket, whatever
-//!   it holds. A call never waits on Redis: the wait bound is 0.
+//!   it holds. No admitted call from a lease or on credit waits on Redis.
+//! - **A call the replica cannot judge alone** waits for its lease's
+//!   answer, at most 20 ms (`LeasePolicy::answer_wait`), then is judged
+//!   by it: admitted from the lease or refused with the fleet's pushback.
+//!   That is a call that finds its replica's credit used up while the
+//!   request charging it is in flight, or finds the bucket nearly empty
+//!   by an answer that no longer tells the wait (older than 10 ms, or its
+//!   wait is over: other replicas may have taken units since). Past the
+//!   20 ms (a slow or paused Redis) it is refused with a 10 ms pushback.
+//!   Only a single tenant's call waits; a federated call is refused at
+//!   once by what the replica knows. The wait needs the inner service to
+//!   be `Clone` (tonic's are), as tower's own waiting middleware does.
 //! - **Bounds.** Leased units were taken from the fleet's bucket before
 //!   they are spent, so they never admit beyond `burst + rate × T`. Units
 //!   admitted on credit are at most `max(1, 5 % × burst)` per replica and
@@ -127,8 +138,13 @@
 //!   80/15/5 for 10 s: the fleet admitted 11 946 of a budget of 12 000
 //!   (−0.45 %).
 //! - **Refusals** carry the fleet-wide pushback: the time until the
-//!   tenant's bucket holds a unit (from the last answer; at least 10 ms).
-//!   A refusal names the fleet-wide rate.
+//!   tenant's bucket holds a unit, from an answer at most 10 ms old,
+//!   rounded up (at least 10 ms). A grpc-go client with a retry policy,
+//!   balancing round-robin over three replicas one call at a time, waits
+//!   it out and is admitted on its first retry, wherever that lands. A
+//!   work charge refused by the fleet's bucket carries the pushback of the
+//!   replica's last answer (a charge does not wait). A refusal names the
+//!   fleet-wide rate.
 //! - **Redis unavailable.** Every Redis operation has a timeout (250 ms
 //!   by default); two failures in a row mark the backend down, and each
 //!   replica falls back to the local strategy: `rate ÷ replicas` and

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::gcra::{Gcra, GcraState};
 #[cfg(feature = "limits-redis")]
-use super::shared::{Lease, NoCredit, Take, ticks};
+use super::shared::{CreditLimits, Lease, NoCredit, Take, ticks};
 use crate::tenant::OrgId;
 
 /// The calls in flight: the low 32 bits of the state word.
@@ -42,6 +42,11 @@ pub(crate) struct TenantState {
     pub(crate) call_lease: Lease,
     #[cfg(feature = "limits-redis")]
     pub(crate) work_lease: Lease,
+    /// Notified after every answer to a request for either lease (and a
+    /// request that ended without one), for the calls waiting on it. One
+    /// word until a call listens.
+    #[cfg(feature = "limits-redis")]
+    pub(crate) answered: event_listener::Event,
 }
 
 /// Why [`TenantState::admit`] did not admit a call.
@@ -63,6 +68,9 @@ pub(crate) enum NotAdmitted {
     FleetRate {
         /// Nanoseconds until a retry may pass (above 0).
         wait: u64,
+        /// The lease's answer in flight may change the verdict (see
+        /// `shared::NoCredit::answer_due`).
+        answer_due: bool,
     },
 }
 
@@ -90,10 +98,8 @@ pub(crate) struct FleetCheck {
     pub(crate) now: u64,
     /// The local (fallback) bucket's parameters: rate ÷ replicas.
     pub(crate) local: Gcra,
-    /// The most units admitted on credit.
-    pub(crate) max_debt: u64,
-    /// The least pushback of a refusal (ns).
-    pub(crate) min_wait: u64,
+    /// The bounds of credit.
+    pub(crate) credit: CreditLimits,
 }
 
 impl TenantState {
@@ -151,14 +157,17 @@ impl TenantState {
         let (token, request) = match self.call_lease.take(1, tick) {
             Take::Taken { request } => (Token::Leased, request),
             Take::Dry => {
-                match self
-                    .call_lease
-                    .credit(1, tick, check.max_debt, check.min_wait, || {
-                        self.rate.try_acquire(check.local, check.now)
-                    }) {
+                match self.call_lease.credit(1, tick, check.credit, || {
+                    self.rate.try_acquire(check.local, check.now)
+                }) {
                     Ok(request) => (Token::Credit(check.local), request),
-                    Err(NoCredit { wait, request }) => {
-                        let refused = self.unless_evicted(NotAdmitted::FleetRate { wait });
+                    Err(NoCredit {
+                        wait,
+                        request,
+                        answer_due,
+                    }) => {
+                        let refused =
+                            self.unless_evicted(NotAdmitted::FleetRate { wait, answer_due });
                         return (Err(refused), request);
                     }
                 }

@@ -273,8 +273,9 @@ impl RedisBackendBuilder {
     }
 
     /// The timeout of each Redis operation and connection attempt
-    /// (default 250 ms). A call never waits on Redis: this bounds how
-    /// long a lease request may take before it counts as a failure.
+    /// (default 250 ms): how long a lease request may take before it
+    /// counts as a failure. (A call waits on an answer at most the lease
+    /// policy's `answer_wait`, whatever this timeout.)
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -56,6 +56,13 @@ pub(crate) struct NoCredit {
     pub(crate) wait: u64,
     /// Whether this caller should send a request now.
     pub(crate) request: bool,
+    /// Whether an answer is due that may change the verdict: the debt is
+    /// at its bound, or the fleet's bucket was nearly empty at the last
+    /// answer and that answer is too old to tell when the bucket holds a
+    /// unit now (older than the least time between two requests, or its
+    /// wait is over). A caller that can wait for the answer in flight and
+    /// judge the call again gets the fleet's own verdict and pushback.
+    pub(crate) answer_due: bool,
 }
 
 /// One tenant's lease on one fleet-wide bucket.
@@ -126,34 +133,55 @@ impl Lease {
     /// fallback bucket's verdict, asked only then. The debt is charged to
     /// the fleet's bucket by the next request, which the caller sends when
     /// told to.
+    ///
+    /// Near the limit there is no credit. The refusal's wait is the
+    /// fleet's, from the last answer, if that answer is at most `fresh`
+    /// ticks old and its wait is not over; otherwise a request is due
+    /// (started here unless one is in flight) and the refusal says so
+    /// ([`NoCredit::answer_due`]), as it does when the debt is at its
+    /// bound (the request charging it is in flight).
     #[cold]
     pub(crate) fn credit(
         &self,
         n: u64,
         now: u64,
-        max_debt: u64,
-        min_wait: u64,
+        limits: CreditLimits,
         local: impl FnOnce() -> Result<(), u64>,
     ) -> Result<bool, NoCredit> {
+        let CreditLimits {
+            max_debt,
+            min_wait,
+            fresh,
+        } = limits;
         let status = self.status.load(Ordering::Acquire);
         let dry_until = status & TIME;
         if status & NEAR_LIMIT != 0 {
-            let request = dry_until <= now && status & REQUESTING == 0 && self.start_request();
+            let (_, answered_at) = self.history();
+            let known = dry_until > now && now < answered_at.saturating_add(fresh);
+            let request = !known && status & REQUESTING == 0 && self.start_request();
             let wait = nanos(dry_until.saturating_sub(now)).max(min_wait);
-            return Err(NoCredit { wait, request });
+            return Err(NoCredit {
+                wait,
+                request,
+                answer_due: !known,
+            });
         }
         let debt = self.debt.load(Ordering::Acquire);
         if debt != 0 && debt.saturating_add(n) > max_debt {
+            // The request that charges the debt is in flight (or starts
+            // here): its answer judges the call.
             let request = status & REQUESTING == 0 && self.start_request();
             return Err(NoCredit {
                 wait: min_wait,
                 request,
+                answer_due: true,
             });
         }
         if let Err(wait) = local() {
             return Err(NoCredit {
                 wait: wait.max(min_wait),
                 request: false,
+                answer_due: false,
             });
         }
         self.debt.fetch_add(n, Ordering::AcqRel);
@@ -243,6 +271,18 @@ impl Lease {
     }
 }
 
+/// The bounds of [`Lease::credit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CreditLimits {
+    /// The most units admitted on credit and not yet charged.
+    pub(crate) max_debt: u64,
+    /// The least wait of a refusal (ns).
+    pub(crate) min_wait: u64,
+    /// How long (ticks) an answer tells the fleet's wait: the least time
+    /// between two requests.
+    pub(crate) fresh: u64,
+}
+
 /// What an answer set besides the units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Answered {
@@ -295,42 +335,53 @@ mod tests {
         assert_eq!(lease.units(70), 7, "an unexpired stock stays");
     }
 
+    /// Debt bound 4, least wait 7 ns, answers fresh for 5 ticks.
+    const BOUNDS: CreditLimits = CreditLimits {
+        max_debt: 4,
+        min_wait: 7,
+        fresh: 5,
+    };
+
+    fn refused(wait: u64, request: bool, answer_due: bool) -> Result<bool, NoCredit> {
+        Err(NoCredit {
+            wait,
+            request,
+            answer_due,
+        })
+    }
+
     #[test]
     fn credit_is_given_while_the_fleet_has_units_within_the_debt_bound() {
         let lease = Lease::default();
         let ok = || Ok(());
-        assert_eq!(lease.credit(3, 0, 4, 7, ok), Ok(true), "first: request");
-        assert_eq!(lease.credit(1, 0, 4, 7, ok), Ok(false), "in flight");
+        assert_eq!(lease.credit(3, 0, BOUNDS, ok), Ok(true), "first: request");
+        assert_eq!(lease.credit(1, 0, BOUNDS, ok), Ok(false), "in flight");
         assert_eq!(
-            lease.credit(1, 0, 4, 7, ok),
-            Err(NoCredit {
-                wait: 7,
-                request: false
-            }),
-            "over the bound"
-        );
-        assert_eq!(
-            lease.credit(1, 0, 4, 7, || Err(3)),
-            Err(NoCredit {
-                wait: 7,
-                request: false
-            })
+            lease.credit(1, 0, BOUNDS, ok),
+            refused(7, false, true),
+            "over the bound: the answer in flight is due"
         );
         lease.forgive(1);
         assert_eq!(lease.debt(), 3);
-        assert!(lease.credit(1, 0, 4, 7, ok).is_ok(), "3 + 1 within 4");
+        assert!(lease.credit(1, 0, BOUNDS, ok).is_ok(), "3 + 1 within 4");
         lease.paid(4);
         assert_eq!(lease.debt(), 0);
         assert_eq!(
-            lease.credit(9, 0, 4, 7, ok),
+            lease.credit(1, 0, BOUNDS, || Err(3)),
+            refused(7, false, false),
+            "the fallback bucket refuses: its wait, at least the least"
+        );
+        assert_eq!(
+            lease.credit(9, 0, BOUNDS, ok),
             Ok(false),
             "no debt: one charge"
         );
         assert_eq!(lease.debt(), 9);
     }
 
-    #[test]
-    fn near_the_limit_there_is_no_credit_and_the_wait_is_the_fleets() {
+    /// A lease whose last answer, at tick 10, was short: the fleet's
+    /// bucket dry until tick 15.
+    fn near_the_limit() -> Lease {
         let lease = Lease::default();
         lease.fill(
             0,
@@ -343,25 +394,68 @@ mod tests {
             },
         );
         lease.finish();
-        let refused = lease.credit(1, 12, 100, 1, || Ok(())).unwrap_err();
+        lease
+    }
+
+    #[test]
+    fn near_the_limit_there_is_no_credit_and_the_wait_is_the_fleets() {
+        let lease = near_the_limit();
+        let bounds = CreditLimits {
+            max_debt: 100,
+            min_wait: 1,
+            fresh: 10,
+        };
+        let refused_at = |now| lease.credit(1, now, bounds, || Ok(())).unwrap_err();
         assert_eq!(
-            refused,
+            refused_at(12),
             NoCredit {
                 wait: nanos(3),
-                request: false
+                request: false,
+                answer_due: false,
             }
         );
-        let refused = lease.credit(1, 15, 100, 1, || Ok(())).unwrap_err();
+        // The wait is over: ask the fleet, and say an answer is due.
         assert_eq!(
-            refused,
+            refused_at(15),
             NoCredit {
                 wait: 1,
-                request: true
+                request: true,
+                answer_due: true,
             }
         );
         assert!(lease.requesting());
         assert!(!lease.is_idle(15));
+        assert_eq!(
+            refused_at(15),
+            NoCredit {
+                wait: 1,
+                request: false,
+                answer_due: true,
+            },
+            "one request at a time; the answer in flight is due"
+        );
         lease.finish();
         assert!(lease.is_idle(15));
+    }
+
+    #[test]
+    fn an_old_answer_does_not_tell_the_fleets_wait() {
+        let lease = near_the_limit();
+        let bounds = CreditLimits {
+            max_debt: 100,
+            min_wait: 1,
+            fresh: 2,
+        };
+        // At tick 13 the answer (tick 10) is 3 ticks old: other replicas
+        // may have taken units since; the dry-until tick is a lower bound.
+        let refused = lease.credit(1, 13, bounds, || Ok(())).unwrap_err();
+        assert_eq!(
+            refused,
+            NoCredit {
+                wait: nanos(2),
+                request: true,
+                answer_due: true,
+            }
+        );
     }
 }

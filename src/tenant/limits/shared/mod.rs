@@ -1,6 +1,7 @@
 //! The fleet's rate buckets in Redis (feature `limits-redis`): see
 //! [`TenantLimitLayer::shared`](super::TenantLimitLayer::shared).
 
+mod answer;
 mod backend;
 mod breaker;
 mod error;
@@ -11,9 +12,10 @@ mod policy;
 mod requests;
 mod script;
 
+pub(crate) use answer::AnswerWait;
 pub use backend::{BackendStatus, RedisBackend, RedisBackendBuilder};
 pub use error::{RedisBackendError, RedisBackendErrorKind};
-pub(crate) use lease::{Lease, NoCredit, Take, ticks};
+pub(crate) use lease::{CreditLimits, Lease, NoCredit, Take, ticks};
 #[cfg(feature = "otel")]
 pub use otel::{
     REDIS_FALLBACK_TIME, REDIS_KEY_PREFIX_KEY, REDIS_LEASE_FAILURES, REDIS_LEASE_TIME,

@@ -24,6 +24,14 @@ use super::lease::MAX_LEASE;
 /// fallback bucket, up to [`credit`](Self::credit) of the burst; the next
 /// request charges that debt to the fleet's bucket whatever it holds.
 ///
+/// A call the replica cannot judge without Redis (its credit is used up
+/// and the request charging it is in flight, or the fleet's bucket was
+/// nearly empty at an answer older than `min_interval` or whose wait is
+/// over) waits for the lease's answer, at most
+/// [`answer_wait`](Self::answer_wait), and is judged by it: admitted from
+/// the lease, or refused with the fleet's pushback. Past that wait, it is
+/// refused with a pushback of `min_interval`.
+///
 /// ```
 /// use std::time::Duration;
 /// use tonic_hotpath::tenant::limits::LeasePolicy;
@@ -40,6 +48,7 @@ pub struct LeasePolicy {
     min_lease: u64,
     min_interval: Duration,
     credit: f64,
+    answer_wait: Duration,
 }
 
 impl Default for LeasePolicy {
@@ -50,6 +59,7 @@ impl Default for LeasePolicy {
             min_lease: 4,
             min_interval: Duration::from_millis(10),
             credit: 0.05,
+            answer_wait: Duration::from_millis(20),
         }
     }
 }
@@ -97,6 +107,15 @@ impl LeasePolicy {
         self
     }
 
+    /// The longest a call waits for its lease's answer when the replica
+    /// cannot judge it alone (default 20 ms; see above). It bounds the
+    /// wait a slow or paused Redis adds to such a call, whatever the
+    /// backend's timeout.
+    pub fn answer_wait(mut self, wait: Duration) -> Self {
+        self.answer_wait = wait;
+        self
+    }
+
     /// The lifetime of a lease.
     pub fn lifetime_of(&self) -> Duration {
         self.lifetime
@@ -104,6 +123,10 @@ impl LeasePolicy {
 
     pub(crate) fn min_interval_of(&self) -> Duration {
         self.min_interval
+    }
+
+    pub(crate) fn answer_wait_of(&self) -> Duration {
+        self.answer_wait
     }
 
     /// The most units admitted on credit for a bucket of `burst`.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::backend::RedisBackend;
-use super::lease::{Answered, Lease, nanos, ticks};
+use super::lease::{Answered, CreditLimits, Lease, nanos, ticks};
 use super::script::LeaseAsk;
 use crate::tenant::OrgId;
 use crate::tenant::limits::config::Rate;
@@ -41,12 +41,21 @@ impl Bucket {
 }
 
 /// A lease to top up: the tenant, its state, which bucket, and the
-/// fleet-wide rate in force.
+/// fleet-wide rate in force. Dropped (served, or never served because the
+/// runtime shut down), it ends the request in flight and wakes the calls
+/// waiting on its answer: a waiting call never outlives its request.
 struct LeaseRequest {
     state: Arc<TenantState>,
     tenant: OrgId,
     bucket: Bucket,
     rate: Rate,
+}
+
+impl Drop for LeaseRequest {
+    fn drop(&mut self) {
+        self.bucket.lease(&self.state).finish();
+        self.state.answered.notify(usize::MAX);
+    }
 }
 
 /// A limiter's shared backend: in its configuration, read per call.
@@ -88,23 +97,29 @@ impl SharedLimits {
         &self.backend
     }
 
-    /// The most units one replica admits on credit, for a burst of `burst`.
-    pub(crate) fn max_debt(&self, burst: u32) -> u64 {
-        self.backend.inner.policy.max_debt(burst)
+    /// The bounds of credit for a bucket with a burst of `burst`: the most
+    /// units one replica admits on credit; the least pushback of a fleet
+    /// refusal (the least time between two requests, at least 1 ms); and
+    /// how long an answer tells the fleet's wait (the same time).
+    pub(crate) fn credit_limits(&self, burst: u32) -> CreditLimits {
+        let policy = &self.backend.inner.policy;
+        let interval = u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX);
+        CreditLimits {
+            max_debt: policy.max_debt(burst),
+            min_wait: interval.max(1_000_000),
+            fresh: ticks(interval).max(1),
+        }
     }
 
-    /// The least pushback of a fleet refusal (ns): the least time between
-    /// two requests.
-    pub(crate) fn min_wait(&self) -> u64 {
-        let interval = self.backend.inner.policy.min_interval_of();
-        u64::try_from(interval.as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1_000_000)
+    /// The longest a call waits for its lease's answer.
+    pub(crate) fn answer_wait(&self) -> Duration {
+        self.backend.inner.policy.answer_wait_of()
     }
 
     /// Sends a request for `tenant`'s lease on `bucket` (the caller won the
     /// right to: its lease is marked requesting). If the task is gone
-    /// (the runtime shut down), the mark is cleared.
+    /// (the runtime shut down), the request is dropped, which clears the
+    /// mark.
     #[cold]
     #[inline(never)]
     pub(crate) fn request(
@@ -120,9 +135,8 @@ impl SharedLimits {
             bucket,
             rate,
         };
-        if let Err(mpsc::error::SendError(request)) = self.requests.send(request) {
-            request.bucket.lease(&request.state).finish();
-        }
+        // A request the task is gone for is dropped here.
+        let _ = self.requests.send(request);
     }
 }
 
@@ -139,7 +153,8 @@ async fn serve(
 }
 
 /// Tops up one lease: paced to one request per `min_interval`, sized by
-/// what the replica spent since its last answer, charging its debt.
+/// what the replica spent since its last answer, charging its debt. The
+/// request, dropped at the end, ends it.
 async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     let inner = &backend.inner;
     let policy = inner.policy;
@@ -156,7 +171,6 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     }
     if !inner.breaker.is_up() {
         // The fallback applies; nothing to ask for.
-        lease.finish();
         return;
     }
     let now = ticks(clock.now());
@@ -179,10 +193,18 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     // A failed request leaves the debt for the next one to charge.
     if let Ok(answer) = inner.lease(&key, ask).await {
         lease.paid(debt);
-        let now = ticks(clock.now());
+        let now_ns = clock.now();
+        let now = ticks(now_ns);
         let lifetime = ticks(u64::try_from(policy.lifetime_of().as_nanos()).unwrap_or(u64::MAX));
+        // Rounded up to the tick after the bucket holds a unit: a pushback
+        // from it is never short.
         let dry_until = if answer.wait_us > 0 {
-            now + ticks(answer.wait_us.saturating_mul(1000)).max(1)
+            ticks(
+                now_ns
+                    .saturating_add(answer.wait_us.saturating_mul(1000))
+                    .saturating_add((1 << 20) - 1),
+            )
+            .max(now + 1)
         } else {
             0
         };
@@ -197,5 +219,4 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
             },
         );
     }
-    lease.finish();
 }
