@@ -19,17 +19,18 @@ mod stats {
 
     /// `grpc-timeout`, as the layer reads it.
     pub fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
-        headers::parse_grpc_timeout(value)
+        crate::wire::status::parse_timeout(value)
     }
 
     /// `grpc-message`'s percent-decoding, as the layer reads it.
     pub fn percent_decode(encoded: &[u8]) -> String {
-        headers::percent_decode(encoded)
+        crate::wire::status::percent_decode(encoded)
     }
 
-    /// Whether `headers` are a gRPC request's or response's (`content-type`).
+    /// Whether `headers` are a gRPC request's or response's (`content-type`;
+    /// grpc-web is not, for the stats layer).
     pub fn is_grpc(headers: &HeaderMap) -> bool {
-        headers::is_grpc(headers)
+        crate::wire::content_type::is_grpc(headers, false)
     }
 
     /// Whether a request with `headers` accepts a response compressed with

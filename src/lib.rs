@@ -12,6 +12,9 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "metadata", feature = "stats"))]
+mod wire;
+
 #[cfg(feature = "metadata")]
 pub mod metadata;
 

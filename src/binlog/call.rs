@@ -12,7 +12,8 @@ use super::filter::Limits;
 use super::metadata::{metadata, status_details, truncate_metadata};
 use super::proto::grpc_log_entry::{EventType, Logger, Payload as EntryPayload};
 use super::proto::{Address, ClientHeader, GrpcLogEntry, Message, Metadata, ServerHeader, Trailer};
-use crate::stats::{End, Payload, RpcError, RpcEvent, Side, parse_grpc_timeout};
+use crate::stats::{End, Payload, RpcError, RpcEvent, Side};
+use crate::wire;
 
 /// What is known of a call when it is tagged.
 #[derive(Debug)]
@@ -160,9 +161,7 @@ impl Call {
     fn client_header(&mut self, headers: &HeaderMap) -> GrpcLogEntry {
         let mut metadata = metadata(headers);
         let truncated = truncate_metadata(&mut metadata, self.start.limits.header);
-        let timeout = headers
-            .get("grpc-timeout")
-            .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+        let timeout = wire::status::timeout(headers)
             .and_then(|timeout| prost_types::Duration::try_from(timeout).ok());
         let header = ClientHeader {
             metadata: Some(metadata),
@@ -281,8 +280,7 @@ struct Status {
 /// a generated service's unknown method): `UNIMPLEMENTED`, trailers only,
 /// no message. A handler's own `unimplemented` has one.
 fn is_unknown_method(trailers: &HeaderMap) -> bool {
-    trailers.get("grpc-status").map(|value| value.as_bytes()) == Some(b"12")
-        && trailers
-            .get("grpc-message")
+    wire::status::status_code(trailers) == Some(tonic::Code::Unimplemented)
+        && wire::headers::first_value(trailers, &wire::status::GRPC_MESSAGE)
             .is_none_or(|value| value.is_empty())
 }

@@ -161,9 +161,6 @@ mod message_data;
 mod conn;
 pub(crate) mod layer;
 
-#[cfg(feature = "binlog")]
-pub(crate) use layer::headers::parse_grpc_timeout;
-
 pub use combined::Combined;
 pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
 pub use counter::ShardedCounter;

@@ -7,6 +7,8 @@ use super::error::{InvalidOrgId, OrgIdError};
 use super::org_id::OrgId;
 use super::tenant_ids::TenantIds;
 use super::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
+use crate::wire;
+use crate::wire::headers::NotOne;
 
 /// The org-id header, lower case as HTTP/2 carries it (Cortex
 /// `user.lowerOrgIDHeaderName`).
@@ -16,57 +18,15 @@ pub const ORG_ID_HEADER: &str = "x-scope-orgid";
 /// parsing a string, and a compare against it sees its bytes (inlined).
 pub(crate) const ORG_ID_HEADER_NAME: HeaderName = HeaderName::from_static(ORG_ID_HEADER);
 
-/// Maps holding at most this many values are searched by a scan instead of
-/// a hash lookup.
-///
-/// A lookup FNV-hashes the name (21 bytes through a multiply chain) and
-/// probes; a scan compares names in order, about 2.5 ns per entry when each
-/// lookup waits for the one before, much less when lookups overlap. Measured
-/// on fresh 10-12 entry maps (`x-scope-orgid` plus other custom names): the
-/// scan wins when the id is among the first half of the entries (by 2-8 ns
-/// one at a time, by ~13 ns in the bench's back-to-back requests) and loses
-/// 4-15 ns when it is the last of 10-12; at 16 or 32 entries the hash
-/// wins. A gRPC request carries about ten headers; the limit stays where
-/// the scan's worst case is small.
-const SCAN_LIMIT: usize = 12;
-
 /// The single `x-scope-orgid` value: none is [`OrgIdError::Missing`],
-/// several is [`OrgIdError::TooManyHeaders`].
+/// several is [`OrgIdError::TooManyHeaders`]. (Small maps are scanned:
+/// see `crate::wire::headers`.)
 #[inline(always)]
 pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdError> {
-    if headers.len() > SCAN_LIMIT {
-        return exactly_one(headers.get_all(&ORG_ID_HEADER_NAME).iter());
-    }
-    // A constant, so the compare sees its 13 bytes (inlined) and fails at
-    // once on a standard name, without reading that name's text.
-    if headers.keys_len() == headers.len() {
-        // No name has a second value, so the first match is the only one:
-        // the scan stops there. A loop rather than an iterator adapter, so
-        // that it is compiled into the caller, not called per entry.
-        for (name, value) in headers {
-            if *name == ORG_ID_HEADER_NAME {
-                return Ok(value);
-            }
-        }
-        return Err(OrgIdError::Missing);
-    }
-    exactly_one(
-        headers
-            .iter()
-            .filter_map(|(name, value)| (*name == ORG_ID_HEADER_NAME).then_some(value)),
-    )
-}
-
-/// The only item of `values`, or the error naming how many there are.
-#[inline]
-fn exactly_one<'a>(
-    mut values: impl Iterator<Item = &'a HeaderValue>,
-) -> Result<&'a HeaderValue, OrgIdError> {
-    let first = values.next().ok_or(OrgIdError::Missing)?;
-    match values.count() {
-        0 => Ok(first),
-        more => Err(OrgIdError::TooManyHeaders { count: more + 1 }),
-    }
+    wire::headers::single_value(headers, &ORG_ID_HEADER_NAME).map_err(|not_one| match not_one {
+        NotOne::Missing => OrgIdError::Missing,
+        NotOne::Several(count) => OrgIdError::TooManyHeaders { count },
+    })
 }
 
 /// Validates one single-tenant value; a `|` is [`OrgIdError::MultipleTenants`].
@@ -194,12 +154,12 @@ mod tests {
     fn large_maps_are_searched_by_hash_with_the_same_rules() {
         let large = |values: &[&'static str]| {
             let mut map = headers(values);
-            for i in 0..SCAN_LIMIT {
+            for i in 0..crate::wire::headers::SCAN_LIMIT {
                 let name = HeaderName::from_bytes(format!("x-other-{i}").as_bytes()).unwrap();
                 map.append(name, HeaderValue::from_static("v"));
             }
             map.append("x-other-0", HeaderValue::from_static("w"));
-            assert!(map.len() > SCAN_LIMIT);
+            assert!(map.len() > crate::wire::headers::SCAN_LIMIT);
             map
         };
         assert_eq!(extract_from_headers(&large(&[])), Err(OrgIdError::Missing));

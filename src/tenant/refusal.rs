@@ -15,6 +15,7 @@ use tonic::Status;
 
 use super::body::RequireOrgIdBody;
 use super::error::OrgIdError;
+use crate::wire::content_type::is_grpc;
 
 /// Why a tenant layer refused a request.
 pub(crate) trait RefusalError: fmt::Display + Into<Status> {
@@ -60,7 +61,7 @@ impl<E: RefusalError> Refusal<E> {
     /// the refusal path, so the content type is read only then.
     #[cold]
     pub(crate) fn of(headers: &HeaderMap, error: E) -> Self {
-        if is_grpc(headers) {
+        if is_grpc(headers, GRPC_WEB) {
             Self::Grpc(error)
         } else {
             Self::PlainHttp(error)
@@ -80,29 +81,9 @@ impl<E: RefusalError> Refusal<E> {
     }
 }
 
-/// Whether the request is gRPC or grpc-web, by its `content-type`:
-/// `application/grpc`, `application/grpc+...` or `application/grpc;...`
-/// (gRPC over HTTP/2), or `application/grpc-web...` (grpc-web, text or
-/// binary); the media type compared case-insensitively. A request without
-/// a content type (a `GET`) is plain HTTP.
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    const GRPC: &[u8] = b"application/grpc";
-    let Some(content_type) = headers.get(CONTENT_TYPE) else {
-        return false;
-    };
-    let bytes = content_type.as_bytes();
-    let Some((media_type, rest)) = bytes.split_at_checked(GRPC.len()) else {
-        return false;
-    };
-    media_type.eq_ignore_ascii_case(GRPC)
-        && match rest {
-            [] | [b'+' | b';', ..] => true,
-            [b'-', web @ ..] => web
-                .get(..3)
-                .is_some_and(|web| web.eq_ignore_ascii_case(b"web")),
-            _ => false,
-        }
-}
+/// grpc-web requests are answered in gRPC too: tonic-web turns the status
+/// into grpc-web's, which its clients read.
+const GRPC_WEB: bool = true;
 
 /// A plain HTTP refusal, as Go's `http.Error(w, err.Error(), status)`:
 /// `E::HTTP_STATUS`, the error's text and a newline as a `text/plain`
@@ -147,7 +128,7 @@ mod tests {
             "application/grpc-web-text",
             "application/grpc-web-text+proto",
         ] {
-            assert!(is_grpc(&with_content_type(grpc)), "{grpc}");
+            assert!(is_grpc(&with_content_type(grpc), GRPC_WEB), "{grpc}");
         }
     }
 
@@ -159,12 +140,13 @@ mod tests {
             "application/grpcx",
             "application/grpc-",
             "application/grpc-we",
+            "application/grpc-webx",
             "application/grp",
             "",
         ] {
-            assert!(!is_grpc(&with_content_type(plain)), "{plain}");
+            assert!(!is_grpc(&with_content_type(plain), GRPC_WEB), "{plain}");
         }
-        assert!(!is_grpc(&HeaderMap::new()));
+        assert!(!is_grpc(&HeaderMap::new(), GRPC_WEB));
     }
 
     #[test]

@@ -1,10 +1,8 @@
 //! [`Evidence`]: what an event of a server RPC shows about its method,
 //! for a method the server has not yet been seen to serve.
 
-use http::HeaderMap;
-use http::header::CONTENT_TYPE;
-
 use crate::stats::RpcEvent;
+use crate::wire::content_type::is_grpc;
 
 /// What one event of an unproven server RPC shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,24 +25,17 @@ impl Evidence {
     pub(super) fn of(event: &RpcEvent<'_>) -> Self {
         match event {
             RpcEvent::InPayload(_) => Evidence::Served,
-            RpcEvent::OutHeader(headers) if is_grpc(headers) => Evidence::Served,
+            RpcEvent::OutHeader(headers) if is_grpc(headers, false) => Evidence::Served,
             RpcEvent::End(_) => Evidence::Ended,
             _ => Evidence::None,
         }
     }
 }
 
-/// Whether response headers carry gRPC's content type
-/// (`application/grpc`, `application/grpc+proto`, ...).
-fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
-}
-
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
+    use http::header::CONTENT_TYPE;
+    use http::{HeaderMap, HeaderValue};
 
     use super::*;
 

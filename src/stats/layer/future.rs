@@ -16,13 +16,14 @@ use pin_project_lite::pin_project;
 
 use super::body::ObservedBody;
 use super::context::RpcContext;
-use super::headers::{AcceptedEncodings, GRPC_ENCODING, find};
+use super::headers::{AcceptedEncodings, GRPC_ENCODING};
 use super::messages::BodyEncoding;
 use super::record_ref::RecordRef;
 use super::side::BoxError;
 use super::status::{server_error_status, transport_error_code};
 use crate::stats::StatsHandler;
 use crate::stats::event::RpcError;
+use crate::wire::headers::first_value;
 
 pin_project! {
     /// The response future of [`ServerStats`] and [`ClientStats`]: reports
@@ -176,7 +177,7 @@ fn refuse_unaccepted_encoding<H: StatsHandler>(
     accepted: AcceptedEncodings,
     headers: &http::HeaderMap,
 ) {
-    if let Some(encoding) = find(headers, &GRPC_ENCODING)
+    if let Some(encoding) = first_value(headers, &GRPC_ENCODING)
         && !accepted.accepts(encoding.as_bytes())
     {
         recorder.with(|rpc| rpc.refuse_encoding(encoding.as_bytes()));

@@ -15,7 +15,7 @@ use tower::{Layer, Service};
 
 use super::body::ObservedBody;
 use super::future::{ObservedSide, ResponseFuture};
-use super::headers::{AcceptedEncodings, is_grpc};
+use super::headers::AcceptedEncodings;
 use super::messages::BodyEncoding;
 use super::open_service::OpenService;
 use super::record_ref::RecordRef;
@@ -30,6 +30,7 @@ use crate::stats::conn::link::{ConnLink, LinkedConn};
 use crate::stats::conn::registry::{ConnKey, ConnRegistry, needs_conn_state};
 use crate::stats::event::{Direction, RpcInfo, Side};
 use crate::stats::frame::DEFAULT_MAX_MESSAGE_LEN;
+use crate::wire::content_type::is_grpc;
 
 /// A tower layer that feeds every registered [`StatsHandler`] from one
 /// instrumentation point.
@@ -352,7 +353,7 @@ where
 
     #[inline]
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        if !is_grpc(request.headers()) {
+        if !is_grpc(request.headers(), false) {
             return ResponseFuture::passthrough(
                 self.inner.call(request.map(ObservedBody::passthrough)),
             );
@@ -410,7 +411,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        if !is_grpc(request.headers()) {
+        if !is_grpc(request.headers(), false) {
             let request = request.map(tonic::body::Body::new);
             return ResponseFuture::passthrough(self.inner.call(request));
         }

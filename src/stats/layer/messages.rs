@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::headers::{GRPC_ENCODING, find};
+use super::headers::GRPC_ENCODING;
 use super::pieces::Pieces;
 use crate::stats::MessageData;
 use crate::stats::compression::{
@@ -15,6 +15,7 @@ use crate::stats::compression::{
 };
 use crate::stats::event::{CompressionError, Direction, Payload, RpcError};
 use crate::stats::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader, PREFIX_LEN};
+use crate::wire::headers::first_value;
 
 /// How a body's compressed messages are encoded (its `grpc-encoding`).
 #[derive(Debug, Clone, Default)]
@@ -33,7 +34,7 @@ impl BodyEncoding {
     /// The encoding `headers` declare for the body they head.
     #[inline]
     pub(crate) fn of(headers: &HeaderMap) -> Self {
-        match find(headers, &GRPC_ENCODING) {
+        match first_value(headers, &GRPC_ENCODING) {
             None => BodyEncoding::Identity,
             Some(value) => Self::named(value.as_bytes()),
         }

@@ -9,9 +9,6 @@ use http::{HeaderMap, StatusCode};
 use tonic::Code;
 
 use super::context::RpcContext;
-use super::headers::{
-    GRPC_MESSAGE, GRPC_STATUS, GRPC_TIMEOUT, find, parse_grpc_timeout, percent_decode,
-};
 use super::idle;
 use super::service_core::ServiceCore;
 use super::status::missing_status;
@@ -20,6 +17,7 @@ use crate::stats::event::{
     CompressionError, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side,
 };
 use crate::stats::frame::FrameError;
+use crate::wire;
 
 /// One RPC's record, shared by the response future and the request and
 /// response body wrappers (each through a [`RecordRef`](super::record_ref::RecordRef)). Records are
@@ -118,8 +116,7 @@ impl<H: StatsHandler> RpcRecorder<H> {
         };
         // Both sides learn the deadline from `grpc-timeout` (tonic's
         // `Request::set_timeout` writes it on the client).
-        let deadline = find(request_headers, &GRPC_TIMEOUT)
-            .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+        let deadline = wire::status::timeout(request_headers)
             .and_then(|timeout| begin_time.checked_add(timeout));
         let keep_message_data = H::MESSAGE_DATA && handler.wants_message_data(&state);
         if let Some(mut idle) = Self::take_idle(core)
@@ -302,8 +299,8 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         let status_in_headers = match self.setup.side {
             // Only an empty body can be trailers-only: the common case
             // skips the lookup.
-            Side::Server => body_is_empty && find(headers, &GRPC_STATUS).is_some(),
-            Side::Client => find(headers, &GRPC_STATUS).is_some(),
+            Side::Server => body_is_empty && wire::status::has_status(headers),
+            Side::Client => wire::status::has_status(headers),
         };
         if status_in_headers {
             self.trailers(headers);
@@ -356,14 +353,12 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             return;
         }
         if self.progress.code.is_none()
-            && let Some(status) = find(trailers, &GRPC_STATUS)
+            && let Some(code) = wire::status::status_code(trailers)
         {
-            let code = Code::from_bytes(status.as_bytes());
             self.progress.code = Some(code);
             // tonic sends no message with OK; skip the second lookup then.
             if code != Code::Ok {
-                self.progress.message = find(trailers, &GRPC_MESSAGE)
-                    .map(|message| percent_decode(message.as_bytes()).into());
+                self.progress.message = wire::status::message(trailers).map(Into::into);
             }
         }
         self.deliver(&match self.setup.side {
