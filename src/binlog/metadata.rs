@@ -1,19 +1,11 @@
 //! Headers as binary log metadata: grpc-go's omissions, binary values
 //! decoded, and its truncation rule.
 
-use base64::Engine as _;
-use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
 use http::HeaderMap;
 
 use super::proto::{Metadata, MetadataEntry};
-
-/// `-bin` values as tonic reads them: standard alphabet, padded or not.
-const BINARY: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
+use crate::wire::base64::base64_decode;
 
 /// The one header kept whatever the limits, and not counted in them.
 const TRACE_BIN: &str = "grpc-trace-bin";
@@ -40,10 +32,9 @@ pub(crate) fn metadata(headers: &HeaderMap) -> Metadata {
         .map(|(key, value)| {
             let key = key.as_str();
             let value = match key.ends_with("-bin") {
-                true => BINARY
-                    .decode(value.as_bytes())
+                true => base64_decode(value.as_bytes())
                     .map(Bytes::from)
-                    .unwrap_or_else(|_| Bytes::copy_from_slice(value.as_bytes())),
+                    .unwrap_or_else(|| Bytes::copy_from_slice(value.as_bytes())),
                 false => Bytes::copy_from_slice(value.as_bytes()),
             };
             MetadataEntry {
@@ -59,7 +50,7 @@ pub(crate) fn metadata(headers: &HeaderMap) -> Metadata {
 pub(crate) fn status_details(headers: &HeaderMap) -> Bytes {
     headers
         .get("grpc-status-details-bin")
-        .and_then(|value| BINARY.decode(value.as_bytes()).ok())
+        .and_then(|value| base64_decode(value.as_bytes()))
         .map(Bytes::from)
         .unwrap_or_default()
 }

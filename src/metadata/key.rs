@@ -6,8 +6,8 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use super::MetadataError;
-use super::base64::base64_encode_no_pad;
 use super::static_pair::StaticPair;
+use crate::wire::base64::base64_encode_no_pad;
 
 /// Headers the gRPC transport manages itself; user metadata may not set
 /// them: appending one is [`MetadataError::ReservedKey`], and a base map

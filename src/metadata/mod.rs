@@ -48,7 +48,6 @@
 //! ```
 
 mod base;
-pub(crate) mod base64;
 mod claim;
 mod delta;
 mod error;
@@ -389,7 +388,7 @@ impl OutgoingMetadata {
         let Some(value) = self.get(key).filter(|_| key.ends_with("-bin")) else {
             return Ok(None);
         };
-        match base64::base64_decode(value.as_bytes()) {
+        match crate::wire::base64::base64_decode(value.as_bytes()) {
             Some(bytes) => Ok(Some(Bytes::from(bytes))),
             None => Err(MetadataError::InvalidBinaryValue {
                 key: key.to_ascii_lowercase(),

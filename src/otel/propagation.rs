@@ -10,7 +10,7 @@ use opentelemetry::propagation::text_map_propagator::FieldIter;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 
-use crate::metadata::base64::{base64_decode, base64_encode_no_pad};
+use crate::wire::base64::{base64_decode, base64_encode_no_pad};
 
 /// The header [`GrpcTraceBinPropagator`] reads and writes. Its value is
 /// binary (a `-bin` key), so it travels base64-encoded.

@@ -12,6 +12,7 @@
     allow(dead_code)
 )]
 
+pub(crate) mod base64;
 pub(crate) mod content_type;
 pub(crate) mod headers;
 pub(crate) mod status;

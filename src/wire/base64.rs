@@ -1,5 +1,9 @@
-//! Standard base64 without padding, as tonic's `MetadataValue<Binary>`
-//! sends `-bin` values.
+//! `-bin` values: standard base64 without padding, as tonic's
+//! `MetadataValue<Binary>` sends them, and read padded or not, as tonic
+//! reads them. One hand-written codec for every part (the metadata chain,
+//! trace propagation, the binary log): small, and no dependency for the
+//! `metadata` feature; the binary log's fuzz check holds its decoding to
+//! the `base64` crate in tonic's configuration.
 
 const BASE64_ALPHABET: &[u8; 64] =
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -41,15 +45,19 @@ fn symbol_value(symbol: u8) -> Option<u32> {
 }
 
 /// Decodes standard base64 with or without padding, as tonic's
-/// `MetadataValue<Binary>::to_bytes` does: padding, if present, must be
-/// canonical, and the unused bits of the last symbol must be zero. `None`
-/// for anything else.
+/// `MetadataValue<Binary>::to_bytes` does (the `base64` crate's
+/// `DecodePaddingMode::Indifferent`): the last group may carry one or two
+/// `=`, no more than it lacks (`Zg`, `Zg=` and `Zg==` are all `f`), and
+/// the unused bits of the last symbol must be zero. `None` for anything
+/// else: another byte, whitespace included, or a URL-safe symbol.
 pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
     let data = match input {
-        [rest @ .., b'=', b'='] | [rest @ .., b'='] if input.len().is_multiple_of(4) => rest,
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
         _ => input,
     };
-    if data.len() % 4 == 1 {
+    let padding = input.len() - data.len();
+    if data.len() % 4 == 1 || (padding > 0 && (data.len() % 4 == 0 || data.len() % 4 + padding > 4))
+    {
         return None;
     }
     let mut out = Vec::with_capacity(data.len() / 4 * 3 + 2);
@@ -65,11 +73,6 @@ pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
             2 if n & 0b1111 == 0 => out.push((n >> 4) as u8),
             _ => return None,
         }
-    }
-    // Padding is only allowed to complete the last group.
-    let padding = input.len() - data.len();
-    if padding > 0 && data.len() % 4 + padding != 4 {
-        return None;
     }
     Some(out)
 }
@@ -100,12 +103,22 @@ mod tests {
         assert_eq!(base64_decode(b"Zg==").unwrap(), b"f");
         assert_eq!(base64_decode(b"Zm8=").unwrap(), b"fo");
         assert_eq!(base64_decode(b"Zm9v").unwrap(), b"foo");
+        // Partial padding, as tonic (and the base64 crate's Indifferent
+        // mode) reads it.
+        assert_eq!(base64_decode(b"Zg=").unwrap(), b"f");
+        assert_eq!(base64_decode(b"Zm9vYg=").unwrap(), b"foob");
         for bad in [
             &b"Z"[..],
-            b"Zh",  // unused bits set
-            b"Zm9", // unused bits set
-            b"Zg=", // padding not completing the group
-            b"Zm8==",
+            b"Zh",    // unused bits set
+            b"Zm9",   // unused bits set
+            b"Zm8==", // more padding than the group lacks
+            b"Zm9v=",
+            b"Zm9v==",
+            b"Zg===",
+            b"====",
+            b"=",
+            b" Zm9v",
+            b"Zm9v\n",
             b"Zm9v====",
             b"Z===",
             b"Zm 9",
@@ -117,5 +130,36 @@ mod tests {
         }
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(base64_decode(&base64_encode_no_pad(&all)).unwrap(), all);
+    }
+
+    /// Every string of up to 6 symbols over an alphabet with each kind of
+    /// symbol (last-symbol bit patterns, padding, bytes outside the
+    /// alphabet) decodes as tonic's engine decodes it.
+    #[test]
+    fn decode_agrees_with_tonics_engine() {
+        use base64::Engine as _;
+        use base64::engine::DecodePaddingMode;
+        use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+        let tonic = GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+        );
+        let symbols = b"AQgZw/=- ";
+        let mut input = Vec::new();
+        for len in 0..=6u32 {
+            for mut n in 0..symbols.len().pow(len) {
+                input.clear();
+                for _ in 0..len {
+                    input.push(symbols[n % symbols.len()]);
+                    n /= symbols.len();
+                }
+                assert_eq!(
+                    base64_decode(&input),
+                    tonic.decode(&input).ok(),
+                    "{:?}",
+                    String::from_utf8_lossy(&input)
+                );
+            }
+        }
     }
 }
