@@ -14,5 +14,7 @@
 
 pub(crate) mod base64;
 pub(crate) mod content_type;
+#[cfg(feature = "stats")]
+pub(crate) mod error_chain;
 pub(crate) mod headers;
 pub(crate) mod status;

@@ -9,6 +9,8 @@ use std::error::Error;
 use http::StatusCode;
 use tonic::Code;
 
+use crate::wire::error_chain::{Cause, causes};
+
 /// The code the *caller* is handed for an error from the client's
 /// transport or a body (tonic's `Status::from_error`): a `tonic::Status`
 /// anywhere in the source chain gives its code, an `h2::Error` (on top, or
@@ -20,34 +22,18 @@ use tonic::Code;
 /// (an I/O error under hyper or h2, which tonic reports as `Unknown`) is
 /// `Unavailable`.
 pub(crate) fn transport_error_code(error: &(dyn Error + 'static)) -> Code {
-    if let Some(h2) = error.downcast_ref::<h2::Error>() {
-        return code_from_h2(h2);
-    }
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(status) = error.downcast_ref::<tonic::Status>() {
+    causes(error)
+        .find_map(|cause| match cause {
+            Cause::H2(h2) | Cause::HyperH2(_, h2) => Some(code_from_h2(h2)),
             // tonic's `Unknown` may wrap a broken connection: look under it.
-            if status.code() != Code::Unknown {
-                return status.code();
-            }
-        } else if error.is::<tonic::TimeoutExpired>() {
-            return Code::DeadlineExceeded;
-        } else if error.is::<tonic::ConnectError>() || error.is::<std::io::Error>() {
-            return Code::Unavailable;
-        } else if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            if hyper.is_timeout() {
-                return Code::Unavailable;
-            }
-            if hyper.is_canceled() {
-                return Code::Cancelled;
-            }
-            if let Some(h2) = hyper.source().and_then(|e| e.downcast_ref::<h2::Error>()) {
-                return code_from_h2(h2);
-            }
-        }
-        current = error.source();
-    }
-    Code::Unknown
+            Cause::Status(status) => (status.code() != Code::Unknown).then(|| status.code()),
+            Cause::TimeoutExpired(_) => Some(Code::DeadlineExceeded),
+            Cause::Connect(_) | Cause::Io | Cause::HyperTimeout(_) => Some(Code::Unavailable),
+            Cause::HyperCanceled(_) => Some(Code::Cancelled),
+            // The load-shed layer is on the server's side.
+            Cause::Overloaded => None,
+        })
+        .unwrap_or(Code::Unknown)
 }
 
 /// The status a tonic *server* sends when the service inside its user
@@ -59,43 +45,26 @@ pub(crate) fn transport_error_code(error: &(dyn Error + 'static)) -> Code {
 /// hyper, which resets the stream with `INTERNAL_ERROR`, which the client
 /// reads as `Internal` (tonic and grpc-go alike).
 pub(crate) fn server_error_status(error: &(dyn Error + 'static)) -> (Code, Cow<'static, str>) {
-    if let Some(h2) = error.downcast_ref::<h2::Error>() {
-        return (code_from_h2(h2), format!("h2 protocol error: {h2}").into());
-    }
-    if error.is::<tower::load_shed::error::Overloaded>() {
-        return (
-            Code::ResourceExhausted,
-            "Too many active requests for the connection".into(),
-        );
-    }
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(status) = error.downcast_ref::<tonic::Status>() {
-            return (status.code(), status.message().to_owned().into());
-        }
-        if let Some(timeout) = error.downcast_ref::<tonic::TimeoutExpired>() {
-            return (Code::Cancelled, timeout.to_string().into());
-        }
-        if let Some(connect) = error.downcast_ref::<tonic::ConnectError>() {
-            return (Code::Unavailable, connect.to_string().into());
-        }
-        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            if hyper.is_timeout() {
-                return (Code::Unavailable, hyper.to_string().into());
-            }
-            if hyper.is_canceled() {
-                return (Code::Cancelled, hyper.to_string().into());
-            }
-            if let Some(h2) = hyper.source().and_then(|e| e.downcast_ref::<h2::Error>()) {
-                return (
-                    code_from_h2(h2),
-                    format!("h2 protocol error: {hyper}").into(),
-                );
-            }
-        }
-        current = error.source();
-    }
-    (Code::Internal, Cow::Borrowed(""))
+    causes(error)
+        .find_map(|cause| match cause {
+            Cause::H2(h2) => Some((code_from_h2(h2), format!("h2 protocol error: {h2}").into())),
+            Cause::Overloaded => Some((
+                Code::ResourceExhausted,
+                "Too many active requests for the connection".into(),
+            )),
+            Cause::Status(status) => Some((status.code(), status.message().to_owned().into())),
+            Cause::TimeoutExpired(timeout) => Some((Code::Cancelled, timeout.to_string().into())),
+            Cause::Connect(connect) => Some((Code::Unavailable, connect.to_string().into())),
+            Cause::HyperTimeout(hyper) => Some((Code::Unavailable, hyper.to_string().into())),
+            Cause::HyperCanceled(hyper) => Some((Code::Cancelled, hyper.to_string().into())),
+            Cause::HyperH2(hyper, h2) => Some((
+                code_from_h2(h2),
+                format!("h2 protocol error: {hyper}").into(),
+            )),
+            // tonic's `try_from_error` does not look at I/O errors.
+            Cause::Io => None,
+        })
+        .unwrap_or((Code::Internal, Cow::Borrowed("")))
 }
 
 /// tonic's mapping of an h2 error's reason (gRPC's PROTOCOL-HTTP2.md), and
