@@ -66,17 +66,17 @@ fn single_value(headers: &HeaderMap) -> Result<&[u8], OrgIdError> {
     }
 }
 
-/// A single tenant's id: a `|` names several tenants.
+/// A single tenant's id, by dskit's `TenantID`: the list's members are
+/// checked first (an invalid one is the error); one distinct tenant is it
+/// (`a|a` is `a`), several are too many (at the first `|`).
 fn single(headers: &HeaderMap) -> Result<&[u8], OrgIdError> {
     let value = single_value(headers)?;
-    rules(value, 0).map_err(|invalid| match invalid {
-        InvalidOrgId::Character {
-            byte: b'|',
-            position,
-        } => OrgIdError::MultipleTenants { position },
-        other => OrgIdError::Invalid(other),
-    })?;
-    Ok(value)
+    match list(value).map_err(OrgIdError::Invalid)?.as_slice() {
+        [one] => Ok(one),
+        _ => Err(OrgIdError::MultipleTenants {
+            position: value.iter().position(|&b| b == b'|').unwrap_or(0),
+        }),
+    }
 }
 
 pub fn check(data: &[u8]) {

@@ -3,12 +3,12 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::metadata::MetadataMap;
 
-use super::error::{InvalidOrgId, OrgIdError};
 use super::org_id::OrgId;
 use super::tenant_ids::TenantIds;
-use super::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
 use crate::wire;
 use crate::wire::headers::NotOne;
+use crate::wire::org_id::{Tenants, classify};
+use crate::wire::org_id_error::OrgIdError;
 
 /// The org-id header, lower case as HTTP/2 carries it (Cortex
 /// `user.lowerOrgIDHeaderName`).
@@ -29,22 +29,26 @@ pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdErr
     })
 }
 
-/// Validates one single-tenant value; a `|` is [`OrgIdError::MultipleTenants`].
+/// The one tenant a value names (dskit's `TenantID`: the members checked
+/// first, so an invalid member is the error; `a|a` is `a`); several are
+/// [`OrgIdError::MultipleTenants`], at the first `|`.
 #[inline]
-fn check_single(value: &[u8]) -> Result<(), OrgIdError> {
-    check_org_id(value, 0).map_err(|invalid| match invalid {
-        InvalidOrgId::Character {
-            byte: TENANT_SEPARATOR,
-            position,
-        } => OrgIdError::MultipleTenants { position },
-        other => OrgIdError::Invalid(other),
-    })
+fn single_tenant(value: &[u8]) -> Result<&str, OrgIdError> {
+    match classify(value)? {
+        Tenants::One(id) => Ok(id),
+        Tenants::Several { separator } => Err(OrgIdError::MultipleTenants {
+            position: separator,
+        }),
+    }
 }
 
 /// The validated org id of a request, borrowed from its headers: no copy of
 /// the map, no copy of the value, no allocation.
 ///
-/// Exactly one `x-scope-orgid` header naming exactly one tenant is accepted.
+/// Exactly one `x-scope-orgid` header naming exactly one tenant is
+/// accepted, by dskit's `tenant.TenantID` rule: a federated value whose
+/// members are all one tenant (`a|a`) is that tenant; several tenants are
+/// [`OrgIdError::MultipleTenants`]; an invalid member is its error.
 ///
 /// ```
 /// use http::HeaderMap;
@@ -62,9 +66,7 @@ fn check_single(value: &[u8]) -> Result<(), OrgIdError> {
 /// ```
 #[inline]
 pub fn extract_from_headers(headers: &HeaderMap) -> Result<&str, OrgIdError> {
-    let value = single_value(headers)?.as_bytes();
-    check_single(value)?;
-    Ok(ascii_str(value, 0)?)
+    single_tenant(single_value(headers)?.as_bytes())
 }
 
 /// [`extract_from_headers`] over tonic metadata.
@@ -87,9 +89,8 @@ pub fn extract(metadata: &MetadataMap) -> Result<&str, OrgIdError> {
 /// (no allocation); longer ones take one allocation.
 #[inline]
 pub fn extract_owned_from_headers(headers: &HeaderMap) -> Result<OrgId, OrgIdError> {
-    let value = single_value(headers)?.as_bytes();
-    check_single(value)?;
-    Ok(OrgId::from_checked(value))
+    let id = single_tenant(single_value(headers)?.as_bytes())?;
+    Ok(OrgId::from_checked(id.as_bytes()))
 }
 
 /// [`extract_owned_from_headers`] over tonic metadata.
@@ -124,6 +125,7 @@ pub fn extract_tenant_ids(metadata: &MetadataMap) -> Result<TenantIds, OrgIdErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tenant::InvalidOrgId;
 
     fn headers(values: &[&'static str]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -89,11 +89,14 @@ mod paths;
 mod refusal;
 mod request_ext;
 mod tenant_ids;
-mod validate;
 
+pub use crate::wire::org_id::{
+    MAX_ORG_ID_LEN, RESERVED_ORG_IDS, TENANT_SEPARATOR, validate_org_id,
+};
+pub use crate::wire::org_id_error::{InvalidOrgId, OrgIdError};
 pub use body::RequireOrgIdBody;
 pub use client::{SetOrgId, SetOrgIdFuture, SetOrgIdLayer};
-pub use error::{InjectError, InvalidOrgId, OrgIdError};
+pub use error::InjectError;
 pub use extract::{
     ORG_ID_HEADER, extract, extract_from_headers, extract_owned, extract_owned_from_headers,
     extract_tenant_ids, extract_tenant_ids_from_headers,
@@ -103,4 +106,3 @@ pub use layer::{RequireOrgId, RequireOrgIdFuture, RequireOrgIdLayer};
 pub use org_id::{INLINE_CAPACITY, OrgId};
 pub use request_ext::{OrgIdRequestExt, org_id};
 pub use tenant_ids::TenantIds;
-pub use validate::{MAX_ORG_ID_LEN, RESERVED_ORG_IDS, TENANT_SEPARATOR, validate_org_id};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
-use super::error::InvalidOrgId;
-use super::validate::{ascii_str, check_org_id};
+use crate::wire::org_id::{ascii_str, check_org_id};
+use crate::wire::org_id_error::InvalidOrgId;
 
 /// Ids up to this many bytes are stored inline: making or cloning them
 /// allocates nothing. A UUID (36 bytes) fits.

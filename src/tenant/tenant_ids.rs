@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
-use super::error::InvalidOrgId;
 use super::org_id::{OrgId, header_value};
-use super::validate::{TENANT_SEPARATOR, check_org_id};
+use crate::wire::org_id::{TENANT_SEPARATOR, check_org_id};
+use crate::wire::org_id_error::InvalidOrgId;
 
 /// The tenants named by one `x-scope-orgid` value, validated, sorted and
 /// de-duplicated (Cortex's `NormalizeTenantIDs`).

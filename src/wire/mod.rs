@@ -17,4 +17,8 @@ pub(crate) mod content_type;
 #[cfg(feature = "stats")]
 pub(crate) mod error_chain;
 pub(crate) mod headers;
+#[cfg(feature = "tenant")]
+pub(crate) mod org_id;
+#[cfg(feature = "tenant")]
+pub(crate) mod org_id_error;
 pub(crate) mod status;

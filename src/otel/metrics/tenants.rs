@@ -15,7 +15,7 @@ use super::methods::{MethodTable, RecordedMethod};
 use super::names::NameTable;
 use super::tenant_attribute::{Guard, TenantAttribute};
 use crate::stats::Side;
-use crate::tenant::{self, ORG_ID_HEADER, OrgId, OrgIdError, TENANT_SEPARATOR, validate_org_id};
+use crate::tenant::{self, OrgId, OrgIdError, validate_org_id};
 
 /// The value recorded for an RPC that names no valid tenant: no
 /// `x-scope-orgid`, several, or one that breaks the tenant rules. gRPC's
@@ -132,7 +132,11 @@ impl TenantTable {
     pub(super) fn tenant_of(&self, headers: &HeaderMap, side: Side) -> TenantOf {
         match tenant::extract_from_headers(headers) {
             Ok(id) => self.lookup(id, side),
-            Err(OrgIdError::MultipleTenants { .. }) => TenantOf::Recorded(federated(headers)),
+            // Several valid tenants (`a|b`; `extract_from_headers` reports
+            // an invalid member as invalid): `other`. Not each member: the
+            // RPC would be counted once per member; not the list itself: its
+            // combinations would multiply past any guard.
+            Err(OrgIdError::MultipleTenants { .. }) => TenantOf::Recorded(RecordedTenant::Other),
             Err(_) => TenantOf::Recorded(RecordedTenant::NoTenant),
         }
     }
@@ -225,26 +229,6 @@ impl fmt::Debug for TenantTable {
     }
 }
 
-/// A federated id (`a|b`, one header): `other` if every member is a valid
-/// tenant, [`RecordedTenant::NoTenant`] if one is not. Not each member: the RPC
-/// would be counted once per member; not the list itself: its
-/// combinations would multiply past any guard.
-#[cold]
-fn federated(headers: &HeaderMap) -> RecordedTenant {
-    // `extract_from_headers` found exactly one value.
-    let valid = headers.get(ORG_ID_HEADER).is_some_and(|value| {
-        value
-            .as_bytes()
-            .split(|&byte| byte == TENANT_SEPARATOR)
-            .all(|member| validate_org_id(member).is_ok())
-    });
-    if valid {
-        RecordedTenant::Other
-    } else {
-        RecordedTenant::NoTenant
-    }
-}
-
 /// The attribute value of a recorded tenant, for tests.
 #[cfg(test)]
 impl TenantTable {
@@ -264,6 +248,7 @@ mod tests {
     use http::HeaderValue;
 
     use super::*;
+    use crate::tenant::ORG_ID_HEADER;
 
     fn headers(values: &[&'static str]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -298,7 +283,7 @@ mod tests {
             assert_eq!(value(&[".."]), "", "dot segment");
             assert_eq!(value(&["__markers__"]), "", "reserved");
             assert_eq!(value(&["a|b"]), "other", "federated");
-            assert_eq!(value(&["a|a"]), "other", "federated, one member twice");
+            assert_eq!(value(&["a|a"]), "a", "one tenant named twice is that tenant (dskit)");
             assert_eq!(value(&["a|b c"]), "", "federated with an invalid member");
             assert_eq!(value(&["a||b"]), "", "federated with an empty member");
         }

@@ -19,10 +19,9 @@ use super::snapshot::{Effective, Snapshot};
 #[cfg(feature = "limits-redis")]
 use super::state::FleetCheck;
 use super::state::{Hashed, NotAdmitted, Slot, TenantState, Token};
-use crate::tenant::error::InvalidOrgId;
 use crate::tenant::extract::single_value;
-use crate::tenant::validate::{TENANT_SEPARATOR, ascii_str, check_org_id};
 use crate::tenant::{OrgId, TenantIds};
+use crate::wire::org_id::{self, classify};
 
 /// What a layer, its services and its handle share.
 #[derive(Debug)]
@@ -404,12 +403,8 @@ fn tenants_of<B>(request: &http::Request<B>) -> Option<Tenants<'_>> {
         });
     }
     let value = single_value(request.headers()).ok()?.as_bytes();
-    match check_org_id(value, 0) {
-        Ok(()) => ascii_str(value, 0).ok().map(Tenants::One),
-        Err(InvalidOrgId::Character {
-            byte: TENANT_SEPARATOR,
-            ..
-        }) => TenantIds::parse_bytes(value).ok().map(Tenants::Parsed),
-        Err(_) => None,
+    match classify(value).ok()? {
+        org_id::Tenants::One(id) => Some(Tenants::One(id)),
+        org_id::Tenants::Several { .. } => TenantIds::parse_bytes(value).ok().map(Tenants::Parsed),
     }
 }

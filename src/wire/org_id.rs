@@ -9,7 +9,7 @@
 //! On top of Cortex, an empty id is refused: Cortex lets `""` through
 //! `ValidTenantID`, which turns `"a|"` into the tenants `["", "a"]`.
 
-use super::error::InvalidOrgId;
+use super::org_id_error::InvalidOrgId;
 
 /// The longest valid org id, in bytes (Cortex's `MaxTenantIDLength`).
 pub const MAX_ORG_ID_LEN: usize = 150;
@@ -100,6 +100,54 @@ pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgId> 
             position: offset + position,
         }
     })
+}
+
+/// The tenants an `x-scope-orgid` value names, by dskit's `TenantIDs`
+/// rule: the value split on `|`, each member checked (the first invalid one
+/// is the error, its position in the whole value), then sorted and
+/// de-duplicated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tenants<'a> {
+    /// One tenant (`a`, or `a|a`: its first member, borrowed).
+    One(&'a str),
+    /// Several distinct tenants (`a|b`); the position of the first `|`.
+    Several { separator: usize },
+}
+
+/// Classifies one `x-scope-orgid` value: the one place every part (the
+/// extractors, the server layer, the limits, the metrics' tenant
+/// attribute) sorts a value into one tenant, several, or invalid.
+#[inline]
+pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgId> {
+    match check_org_id(value, 0) {
+        Ok(()) => ascii_str(value, 0).map(Tenants::One),
+        Err(InvalidOrgId::Character {
+            byte: TENANT_SEPARATOR,
+            position,
+        }) => classify_several(value, position),
+        Err(invalid) => Err(invalid),
+    }
+}
+
+/// [`classify`] for a value with a `|` at `separator` (the first byte the
+/// single-id rules refused).
+#[cold]
+fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, InvalidOrgId> {
+    let mut offset = 0;
+    let mut first: Option<&[u8]> = None;
+    let mut distinct = false;
+    for member in value.split(|&b| b == TENANT_SEPARATOR) {
+        check_org_id(member, offset)?;
+        match first {
+            None => first = Some(member),
+            Some(first) => distinct |= first != member,
+        }
+        offset += member.len() + 1;
+    }
+    match (distinct, first) {
+        (false, Some(member)) => ascii_str(member, 0).map(Tenants::One),
+        _ => Ok(Tenants::Several { separator }),
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +246,31 @@ mod tests {
                 position: 9
             }
         );
+    }
+
+    #[test]
+    fn a_value_names_one_tenant_several_or_is_invalid_as_dskit_reads_it() {
+        assert_eq!(classify(b"team-a"), Ok(Tenants::One("team-a")));
+        assert_eq!(classify(b"a|a"), Ok(Tenants::One("a")), "de-duplicated");
+        assert_eq!(classify(b"b|a|b"), Ok(Tenants::Several { separator: 1 }));
+        assert_eq!(
+            classify(b"a|b c"),
+            Err(InvalidOrgId::Character {
+                byte: b' ',
+                position: 3
+            }),
+            "an invalid member is the error, not the count"
+        );
+        assert_eq!(classify(b"a|"), Err(InvalidOrgId::Empty { position: 2 }));
+        assert_eq!(classify(b"|a"), Err(InvalidOrgId::Empty { position: 0 }));
+        assert_eq!(classify(b"a||b"), Err(InvalidOrgId::Empty { position: 2 }));
+        assert_eq!(
+            classify(b"a b|c"),
+            Err(InvalidOrgId::Character {
+                byte: b' ',
+                position: 1
+            })
+        );
+        assert_eq!(classify(b".."), Err(InvalidOrgId::DotSegment));
     }
 }
