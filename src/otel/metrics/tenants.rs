@@ -283,7 +283,11 @@ mod tests {
             assert_eq!(value(&[".."]), "", "dot segment");
             assert_eq!(value(&["__markers__"]), "", "reserved");
             assert_eq!(value(&["a|b"]), "other", "federated");
-            assert_eq!(value(&["a|a"]), "a", "one tenant named twice is that tenant (dskit)");
+            assert_eq!(
+                value(&["a|a"]),
+                "a",
+                "one tenant named twice is that tenant (dskit)"
+            );
             assert_eq!(value(&["a|b c"]), "", "federated with an invalid member");
             assert_eq!(value(&["a||b"]), "", "federated with an empty member");
         }
