@@ -25,8 +25,7 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::server::health_reporter;
 use tonic_hotpath::tenant::limits::{
-    ExceededLimit, LimitExceeded, LimitObserver, Limits, RETRY_PUSHBACK_MS, Rate, TenantBudgetExt,
-    TenantLimitLayer,
+    LimitError, LimitKind, LimitObserver, Limits, Rate, TenantBudgetExt, TenantLimitLayer,
 };
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
@@ -43,9 +42,9 @@ struct Refusals {
 }
 
 impl LimitObserver for Refusals {
-    fn on_refused(&self, refused: &LimitExceeded) {
+    fn on_refused(&self, refused: &LimitError) {
         let counter = match refused.limit() {
-            ExceededLimit::InFlight { .. } => &self.in_flight,
+            LimitKind::InFlight { .. } => &self.in_flight,
             _ => &self.rate,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -188,7 +187,7 @@ async fn health_check(
 fn pushback(status: &Status) -> Option<u64> {
     status
         .metadata()
-        .get(RETRY_PUSHBACK_MS)?
+        .get(LimitError::RETRY_PUSHBACK_MS)?
         .to_str()
         .ok()?
         .parse()
@@ -220,8 +219,9 @@ Round 3, pushback and work units:
         .ok_or("team-slow's second call was not refused")?;
     let wait = pushback(&status).ok_or("no pushback")?;
     println!(
-        "team-slow was told: {} ({RETRY_PUSHBACK_MS}: {wait})",
-        status.message()
+        "team-slow was told: {} ({}: {wait})",
+        status.message(),
+        LimitError::RETRY_PUSHBACK_MS
     );
     check(
         (1..=500).contains(&wait),

@@ -41,7 +41,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::CombinedLayer;
 use tonic_hotpath::tenant::limits::{
-    LimitMetrics, Limits, LimitsHandle, REJECTIONS, Rate, TenantLabels, TenantLimitLayer,
+    LimitMetrics, Limits, LimitsHandle, Rate, TenantLabels, TenantLimitLayer,
 };
 use tonic_hotpath::tenant::{ORG_ID_HEADER, RequireOrgIdLayer};
 use tonic_prost::ProstCodec;
@@ -289,8 +289,12 @@ fn a_flood_of_new_org_ids_and_method_names_stays_within_the_caps() {
             assert!(tenants.contains(&Some("other".to_owned())));
             assert!(points <= MAX_METHODS + TENANTS_NAMED + 2, "{name}: {points} series");
         }
-        let refused_tenants = distinct(&sdk, REJECTIONS, "grpc.tenant");
-        eprintln!("flood: {REJECTIONS}: {} tenants", refused_tenants.len());
+        let refused_tenants = distinct(&sdk, LimitMetrics::REJECTIONS, "grpc.tenant");
+        eprintln!(
+            "flood: {}: {} tenants",
+            LimitMetrics::REJECTIONS,
+            refused_tenants.len()
+        );
         assert!(refused_tenants.len() <= LABELS + 1, "{refused_tenants:?}");
 
         // Memory: nothing grows once the caps are full.

@@ -5,10 +5,7 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{
-    Limits, REDIS_FALLBACK_TIME, REDIS_KEY_PREFIX_KEY, REDIS_LEASE_FAILURES, REDIS_LEASE_TIME,
-    REDIS_LEASES, REDIS_REPLICAS, REDIS_UP, Rate, RedisBackend, TenantLimitLayer,
-};
+use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::Replica;
 use crate::limits_support::call;
@@ -16,7 +13,7 @@ use crate::otel_support::{Point, Sdk};
 use crate::redis_server::RedisServer;
 use crate::support::deadline;
 
-const ATTRS: &[(&str, &str)] = &[(REDIS_KEY_PREFIX_KEY, "metrics")];
+const ATTRS: &[(&str, &str)] = &[(RedisBackend::KEY_PREFIX_KEY, "metrics")];
 
 fn gauge(sdk: &Sdk, name: &str) -> f64 {
     match sdk.point(name, ATTRS) {
@@ -66,26 +63,39 @@ async fn the_backend_exports_up_leases_and_the_fallbacks_time() {
         .with_metrics(sdk.provider());
     let limits = Limits::unlimited().with_rate(Rate::new(100.0, 10).expect("a valid rate"));
     let replica = Replica::start(TenantLimitLayer::new(limits).shared(backend)).await;
-    assert_eq!(gauge(&sdk, REDIS_UP), 1.0);
-    assert_eq!(gauge(&sdk, REDIS_REPLICAS), 1.0);
-    assert_eq!(total(&sdk, REDIS_FALLBACK_TIME), 0.0);
+    assert_eq!(gauge(&sdk, RedisBackend::METRIC_UP), 1.0);
+    assert_eq!(gauge(&sdk, RedisBackend::METRIC_REPLICAS), 1.0);
+    assert_eq!(total(&sdk, RedisBackend::METRIC_FALLBACK_TIME), 0.0);
     // Calls take leases.
     for _ in 0..5 {
         call(&replica.clients[0], Some("t"), "x").await;
     }
-    wait("a lease", &sdk, |sdk| counter(sdk, REDIS_LEASES) >= 1).await;
-    assert!(total(&sdk, REDIS_LEASE_TIME) > 0.0);
-    assert_eq!(counter(&sdk, REDIS_LEASE_FAILURES), 0);
+    wait("a lease", &sdk, |sdk| {
+        counter(sdk, RedisBackend::METRIC_LEASES) >= 1
+    })
+    .await;
+    assert!(total(&sdk, RedisBackend::METRIC_LEASE_TIME) > 0.0);
+    assert_eq!(counter(&sdk, RedisBackend::METRIC_LEASE_FAILURES), 0);
 
     redis.kill();
-    wait("the fallback", &sdk, |sdk| gauge(sdk, REDIS_UP) == 0.0).await;
+    wait("the fallback", &sdk, |sdk| {
+        gauge(sdk, RedisBackend::METRIC_UP) == 0.0
+    })
+    .await;
     wait("time in the fallback", &sdk, |sdk| {
-        total(sdk, REDIS_FALLBACK_TIME) > 0.0
+        total(sdk, RedisBackend::METRIC_FALLBACK_TIME) > 0.0
     })
     .await;
     redis.restart().await;
-    wait("Redis back", &sdk, |sdk| gauge(sdk, REDIS_UP) == 1.0).await;
-    let down = total(&sdk, REDIS_FALLBACK_TIME);
+    wait("Redis back", &sdk, |sdk| {
+        gauge(sdk, RedisBackend::METRIC_UP) == 1.0
+    })
+    .await;
+    let down = total(&sdk, RedisBackend::METRIC_FALLBACK_TIME);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(total(&sdk, REDIS_FALLBACK_TIME), down, "no longer counting");
+    assert_eq!(
+        total(&sdk, RedisBackend::METRIC_FALLBACK_TIME),
+        down,
+        "no longer counting"
+    );
 }

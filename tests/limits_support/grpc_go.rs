@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tonic_hotpath::tenant::limits::{RETRY_PUSHBACK_MS, TenantLimitBody, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{LimitError, ResponseBody, TenantLimitLayer};
 use tower::ServiceBuilder;
 
 /// One attempt a server saw: when it arrived, which server, and the
@@ -72,10 +72,7 @@ struct Recorded<S> {
 
 impl<S, B> tower::Service<http::Request<tonic::body::Body>> for Recorded<S>
 where
-    S: tower::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<TenantLimitBody<B>>,
-        >,
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<ResponseBody<B>>>,
     S::Future: Send + 'static,
     S::Error: 'static,
     B: 'static,
@@ -101,7 +98,7 @@ where
             let response = answer.await?;
             let pushback_ms = response
                 .headers()
-                .get(RETRY_PUSHBACK_MS)
+                .get(LimitError::RETRY_PUSHBACK_MS)
                 .map(|value| value.to_str().unwrap().parse().unwrap());
             log.lock().expect("lock").push(Attempt {
                 arrived,

@@ -11,7 +11,7 @@ use http::{Request, Response};
 use tenant_support::{NoOp, call, tonic_request};
 use tonic::body::Body;
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitBody, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{Limits, Rate, ResponseBody, TenantLimitLayer};
 use tower::Layer;
 
 type Limited = tonic_hotpath::tenant::limits::TenantLimit<NoOp>;
@@ -26,7 +26,7 @@ fn rate(per_second: f64, burst: u32) -> Limits {
 
 /// One call of `tenant`, its response kept (holding its slot) or dropped
 /// by the caller; true if admitted.
-fn admit(service: &mut Limited, tenant: &str) -> (bool, Response<TenantLimitBody<Body>>) {
+fn admit(service: &mut Limited, tenant: &str) -> (bool, Response<ResponseBody<Body>>) {
     let response = call(service, tonic_request(tenant)).expect("ready at once");
     (response.headers().get("grpc-status").is_none(), response)
 }

@@ -11,10 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use otel_support::{Point, Sdk};
-use tonic_hotpath::tenant::limits::{
-    FILE_LAST_RELOAD_SUCCESS_TIMESTAMP, FILE_LAST_RELOAD_SUCCESSFUL, FILE_PATH_KEY,
-    FILE_RELOAD_FAILURES, FILE_RELOADS, FileWatch, Limits, TenantLimitLayer,
-};
+use tonic_hotpath::tenant::limits::{FileWatch, Limits, TenantLimitLayer};
 
 /// The four instruments' values for one file (`None`: no data point).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,7 +24,7 @@ struct Status {
 
 fn status(sdk: &Sdk, path: &Path) -> Status {
     let path = path.to_str().expect("a UTF-8 path");
-    let attrs = [(FILE_PATH_KEY, path)];
+    let attrs = [(FileWatch::PATH_KEY, path)];
     let gauge = |name| match sdk.point(name, &attrs) {
         Some(Point::Gauge(value)) => Some(value),
         None => None,
@@ -39,10 +36,10 @@ fn status(sdk: &Sdk, path: &Path) -> Status {
         other => panic!("{name}: not a counter: {other:?}"),
     };
     Status {
-        successful: gauge(FILE_LAST_RELOAD_SUCCESSFUL),
-        success_time: gauge(FILE_LAST_RELOAD_SUCCESS_TIMESTAMP),
-        reloads: counter(FILE_RELOADS),
-        failures: counter(FILE_RELOAD_FAILURES),
+        successful: gauge(FileWatch::METRIC_LAST_RELOAD_SUCCESSFUL),
+        success_time: gauge(FileWatch::METRIC_LAST_RELOAD_SUCCESS_TIMESTAMP),
+        reloads: counter(FileWatch::METRIC_RELOADS),
+        failures: counter(FileWatch::METRIC_RELOAD_FAILURES),
     }
 }
 
@@ -155,16 +152,16 @@ async fn reload_metrics_follow_good_bad_and_recovered_versions() {
     // The exported instruments: units and scope.
     let exported = sdk.export();
     let units: Vec<&str> = [
-        FILE_LAST_RELOAD_SUCCESSFUL,
-        FILE_LAST_RELOAD_SUCCESS_TIMESTAMP,
-        FILE_RELOADS,
-        FILE_RELOAD_FAILURES,
+        FileWatch::METRIC_LAST_RELOAD_SUCCESSFUL,
+        FileWatch::METRIC_LAST_RELOAD_SUCCESS_TIMESTAMP,
+        FileWatch::METRIC_RELOADS,
+        FileWatch::METRIC_RELOAD_FAILURES,
     ]
     .iter()
     .map(|name| exported[*name].unit.as_str())
     .collect();
     assert_eq!(units, ["", "s", "{reload}", "{failure}"]);
-    assert_eq!(exported[FILE_RELOADS].scope.0, "tonic-hotpath");
+    assert_eq!(exported[FileWatch::METRIC_RELOADS].scope.0, "tonic-hotpath");
 
     // Stopped: the watch's series are no longer reported.
     watch.stop();

@@ -8,9 +8,7 @@ use limits_support::{call, client, serve};
 use otel_support::Sdk;
 use tonic::Code;
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{
-    LimitMetrics, Limits, REJECTIONS, Rate, TENANT_KEY, TenantLabels, TenantLimitLayer,
-};
+use tonic_hotpath::tenant::limits::{LimitMetrics, Limits, Rate, TenantLabels, TenantLimitLayer};
 
 #[tokio::test]
 async fn refusals_are_counted_by_tenant_and_reason_with_the_first_tenants_named() {
@@ -35,7 +33,7 @@ async fn refusals_are_counted_by_tenant_and_reason_with_the_first_tenants_named(
     }
     assert_eq!(call(&client, None, "hi").await.0, Code::Ok);
 
-    let counts = sdk.counts(REJECTIONS);
+    let counts = sdk.counts(LimitMetrics::REJECTIONS);
     let expected = [
         (("a", "in_flight_limited"), 3),
         (("other", "in_flight_limited"), 1 + 2 + 5),
@@ -43,7 +41,15 @@ async fn refusals_are_counted_by_tenant_and_reason_with_the_first_tenants_named(
     ];
     let got: Vec<((String, String), u64)> = counts
         .into_iter()
-        .map(|(attrs, n)| ((attrs[TENANT_KEY].clone(), attrs["reason"].clone()), n))
+        .map(|(attrs, n)| {
+            (
+                (
+                    attrs[LimitMetrics::TENANT_KEY].clone(),
+                    attrs["reason"].clone(),
+                ),
+                n,
+            )
+        })
         .collect();
     let expected: Vec<((String, String), u64)> = expected
         .into_iter()
@@ -51,7 +57,7 @@ async fn refusals_are_counted_by_tenant_and_reason_with_the_first_tenants_named(
         .collect();
     assert_eq!(got, expected);
     let exported = sdk.export();
-    let counter = &exported[REJECTIONS];
+    let counter = &exported[LimitMetrics::REJECTIONS];
     assert_eq!(counter.unit, "{call}");
     assert_eq!(counter.scope.0, "tonic-hotpath");
 }
@@ -72,9 +78,9 @@ async fn an_allow_list_names_only_its_tenants() {
         );
     }
     let tenants: Vec<(String, u64)> = sdk
-        .counts(REJECTIONS)
+        .counts(LimitMetrics::REJECTIONS)
         .into_iter()
-        .map(|(attrs, n)| (attrs[TENANT_KEY].clone(), n))
+        .map(|(attrs, n)| (attrs[LimitMetrics::TENANT_KEY].clone(), n))
         .collect();
     assert_eq!(tenants, [("other".to_owned(), 2), ("vip".to_owned(), 1)]);
 }

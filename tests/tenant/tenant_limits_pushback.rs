@@ -22,7 +22,7 @@ use support::EchoClient;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{Limits, RETRY_PUSHBACK_MS, Rate, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{LimitError, Limits, Rate, TenantLimitLayer};
 
 /// An admitted call's span; panics if it was refused.
 async fn admitted(client: &EchoClient<Channel>, org_id: &str) -> Span {
@@ -155,7 +155,7 @@ async fn plain_http_gets_retry_after_in_whole_seconds() {
         .expect("whole seconds");
     let least = 10 - elapsed.as_secs().min(9);
     assert!((least..=10).contains(&seconds), "{seconds} s");
-    assert!(reply.header(RETRY_PUSHBACK_MS).is_none());
+    assert!(reply.header(LimitError::RETRY_PUSHBACK_MS).is_none());
 }
 
 #[tokio::test]

@@ -27,13 +27,13 @@ pin_project! {
     ///
     /// ```
     /// use http_body::Body as _;
-    /// use tonic_hotpath::tenant::limits::TenantLimitBody;
+    /// use tonic_hotpath::tenant::limits::ResponseBody;
     ///
-    /// let refused = TenantLimitBody::<String>::default();
+    /// let refused = ResponseBody::<String>::default();
     /// assert!(refused.is_end_stream());
     /// ```
     #[derive(Debug)]
-    pub struct TenantLimitBody<B> {
+    pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
     }
@@ -48,7 +48,7 @@ pin_project! {
     }
 }
 
-impl<B> Default for TenantLimitBody<B> {
+impl<B> Default for ResponseBody<B> {
     /// The body of a gRPC refusal: empty.
     fn default() -> Self {
         Self {
@@ -59,7 +59,7 @@ impl<B> Default for TenantLimitBody<B> {
     }
 }
 
-impl<B> TenantLimitBody<B> {
+impl<B> ResponseBody<B> {
     /// Wraps the inner service's response body (no slot: a call the layer
     /// did not count).
     pub fn inner(body: B) -> Self {
@@ -93,7 +93,7 @@ impl<B> TenantLimitBody<B> {
     }
 }
 
-impl<B> Body for TenantLimitBody<B>
+impl<B> Body for ResponseBody<B>
 where
     B: Body,
     B::Data: From<Bytes>,

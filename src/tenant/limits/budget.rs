@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::config::Rate;
 use super::gcra::Gcra;
 use super::map::Clock;
-use super::refusal::{ExceededLimit, LimitExceeded};
+use super::refusal::{LimitError, LimitKind};
 #[cfg(feature = "limits-redis")]
 use super::shared::{Bucket, NoCredit, SharedLimits, Take, ticks};
 use super::state::TenantState;
@@ -28,8 +28,8 @@ use crate::tenant::OrgId;
 /// A charge follows `golang.org/x/time/rate`'s `AllowN`: it takes all its
 /// units from the tenant's work bucket (`burst` units, refilled at
 /// `per_second`) or none; a charge above the burst is always refused; a
-/// refused charge takes nothing. The refusal ([`LimitExceeded`], limit
-/// [`ExceededLimit::WorkRate`]) names the tenant, the work rate and the
+/// refused charge takes nothing. The refusal ([`LimitError`], limit
+/// [`LimitKind::WorkRate`]) names the tenant, the work rate and the
 /// units, and converts into the same `RESOURCE_EXHAUSTED` status as the
 /// layer's refusals, with a pushback: how long until the bucket holds the
 /// units (none for a charge above the burst: no wait makes it pass).
@@ -122,7 +122,7 @@ impl Account {
 
     /// Takes `units` from the tenant's work bucket at `now`, or refuses.
     #[inline]
-    fn charge(&self, now: u64, units: u64) -> Result<Charge, LimitExceeded> {
+    fn charge(&self, now: u64, units: u64) -> Result<Charge, LimitError> {
         #[cfg(feature = "limits-redis")]
         if let Some((shared, fleet)) = &self.fleet
             && shared.is_up()
@@ -149,7 +149,7 @@ impl Account {
         fleet: Rate,
         now: u64,
         units: u64,
-    ) -> Result<Charge, LimitExceeded> {
+    ) -> Result<Charge, LimitError> {
         if units > u64::from(fleet.burst) {
             return Err(self.refusal(fleet, units));
         }
@@ -190,8 +190,8 @@ impl Account {
     }
 
     #[cold]
-    fn refusal(&self, rate: Rate, units: u64) -> LimitExceeded {
-        LimitExceeded::new(self.tenant.clone(), ExceededLimit::WorkRate { rate, units })
+    fn refusal(&self, rate: Rate, units: u64) -> LimitError {
+        LimitError::new(self.tenant.clone(), LimitKind::WorkRate { rate, units })
     }
 }
 
@@ -216,10 +216,10 @@ impl TenantBudget {
     ///
     /// # Errors
     ///
-    /// [`LimitExceeded`] ([`ExceededLimit::WorkRate`]) when a tenant's work
+    /// [`LimitError`] ([`LimitKind::WorkRate`]) when a tenant's work
     /// bucket does not hold `units` now, or `units` is above its burst;
     /// nothing is taken from any tenant then.
-    pub fn charge(&self, units: u64) -> Result<(), LimitExceeded> {
+    pub fn charge(&self, units: u64) -> Result<(), LimitError> {
         if units == 0 {
             return Ok(());
         }
@@ -256,7 +256,7 @@ impl TenantBudget {
 
 /// Charges every account `units`, all or none.
 #[cold]
-fn charge_all(accounts: &[Account], now: u64, units: u64) -> Result<(), LimitExceeded> {
+fn charge_all(accounts: &[Account], now: u64, units: u64) -> Result<(), LimitError> {
     if units == 0 {
         return Ok(());
     }
@@ -312,7 +312,7 @@ pub trait TenantBudgetExt {
     /// # Errors
     ///
     /// As [`TenantBudget::charge`].
-    fn charge_work(&self, units: u64) -> Result<(), LimitExceeded> {
+    fn charge_work(&self, units: u64) -> Result<(), LimitError> {
         self.tenant_budget()
             .map_or(Ok(()), |budget| budget.charge(units))
     }
@@ -352,7 +352,7 @@ mod tests {
         let refused = account.charge(SECOND, 11).unwrap_err();
         assert_eq!(
             refused.limit(),
-            ExceededLimit::WorkRate {
+            LimitKind::WorkRate {
                 rate: account.rate,
                 units: 11
             }

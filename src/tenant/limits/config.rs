@@ -18,7 +18,7 @@ use std::fmt;
 /// assert_eq!((rate.per_second, rate.burst), (100.0, 200));
 /// assert!(Rate::new(0.0, 10).is_err());
 /// assert!(Rate::new(1.0, 0).is_err());
-/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRate>(())
+/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRateError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -35,14 +35,14 @@ impl Rate {
     ///
     /// # Errors
     ///
-    /// [`InvalidRate`] unless `per_second` is finite and above 0 and
+    /// [`InvalidRateError`] unless `per_second` is finite and above 0 and
     /// `burst` is at least 1. (To refuse a tenant every call, give it
     /// [`Limits::with_max_in_flight(0)`](Limits::with_max_in_flight).)
-    pub fn new(per_second: f64, burst: u32) -> Result<Self, InvalidRate> {
+    pub fn new(per_second: f64, burst: u32) -> Result<Self, InvalidRateError> {
         if per_second.is_finite() && per_second > 0.0 && burst >= 1 {
             Ok(Self { per_second, burst })
         } else {
-            Err(InvalidRate { per_second, burst })
+            Err(InvalidRateError { per_second, burst })
         }
     }
 }
@@ -76,12 +76,12 @@ impl fmt::Display for Decimal {
 /// A rate that [`Rate::new`] refused: not a finite number above 0 per
 /// second, or a burst of 0.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct InvalidRate {
+pub struct InvalidRateError {
     per_second: f64,
     burst: u32,
 }
 
-impl fmt::Display for InvalidRate {
+impl fmt::Display for InvalidRateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -92,7 +92,7 @@ impl fmt::Display for InvalidRate {
     }
 }
 
-impl std::error::Error for InvalidRate {}
+impl std::error::Error for InvalidRateError {}
 
 /// What one tenant may do: at most `max_in_flight` calls at once, calls
 /// at most at `rate`, and work units at most at `work_rate`. `None` is no
@@ -114,7 +114,7 @@ impl std::error::Error for InvalidRate {}
 /// assert_eq!(limits.rate.map(|rate| rate.burst), Some(200));
 /// assert_eq!(limits.work_rate.map(|rate| rate.burst), Some(50_000));
 /// assert!(Limits::default().is_unlimited());
-/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRate>(())
+/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRateError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]

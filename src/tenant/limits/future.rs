@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use tonic::Status;
 use tower::Service;
 
-use super::body::TenantLimitBody;
+use super::body::ResponseBody;
 use super::budget::TenantBudget;
 use super::limiter::Limiter;
 use super::refusal::Refusal;
@@ -25,7 +25,7 @@ pin_project! {
     /// waits here for the lease's answer (see the module docs, "Across a
     /// fleet"), holding the inner service, which it calls only if the
     /// call is admitted.
-    pub struct TenantLimitFuture<S, B>
+    pub struct ResponseFuture<S, B>
     where
         S: Service<http::Request<B>>,
     {
@@ -58,7 +58,7 @@ struct AnswerDue<S, B> {
     limiter: Arc<Limiter>,
 }
 
-impl<S, B> TenantLimitFuture<S, B>
+impl<S, B> ResponseFuture<S, B>
 where
     S: Service<http::Request<B>>,
 {
@@ -109,21 +109,21 @@ pub(crate) fn call_admitted<S, B>(
     mut request: http::Request<B>,
     slot: Option<Slot>,
     budget: Option<TenantBudget>,
-) -> TenantLimitFuture<S, B>
+) -> ResponseFuture<S, B>
 where
     S: Service<http::Request<B>>,
 {
     if let Some(budget) = budget {
         request.extensions_mut().insert(budget);
     }
-    TenantLimitFuture::inner(service.call(request), slot)
+    ResponseFuture::inner(service.call(request), slot)
 }
 
-impl<S, B, ResBody> Future for TenantLimitFuture<S, B>
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
     S: Service<http::Request<B>, Response = http::Response<ResBody>>,
 {
-    type Output = Result<http::Response<TenantLimitBody<ResBody>>, S::Error>;
+    type Output = Result<http::Response<ResponseBody<ResBody>>, S::Error>;
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -136,7 +136,7 @@ where
                         // ends.
                         let slot = slot.take();
                         output.map(|response| {
-                            response.map(|body| TenantLimitBody::with_slot(body, slot))
+                            response.map(|body| ResponseBody::with_slot(body, slot))
                         })
                     });
                 }
@@ -165,7 +165,7 @@ where
                     match limiter.admit(&request, &mut budget) {
                         Ok(slot) => call_admitted(&mut service, request, slot, budget),
                         Err(refused) => {
-                            TenantLimitFuture::refused(Refusal::of(request.headers(), refused))
+                            ResponseFuture::refused(Refusal::of(request.headers(), refused))
                         }
                     }
                 }
@@ -175,7 +175,7 @@ where
     }
 }
 
-impl<S, B> fmt::Debug for TenantLimitFuture<S, B>
+impl<S, B> fmt::Debug for ResponseFuture<S, B>
 where
     S: Service<http::Request<B>>,
 {
@@ -185,7 +185,7 @@ where
             Kind::AnswerDue { .. } => "waiting for the tenant's lease answer",
             Kind::Refused { .. } => "refused",
         };
-        f.debug_struct("TenantLimitFuture")
+        f.debug_struct("ResponseFuture")
             .field("state", &state)
             .finish_non_exhaustive()
     }

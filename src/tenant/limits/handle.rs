@@ -115,7 +115,7 @@ impl LimitsHandle {
     /// The shared backend's state (feature `limits-redis`): `None` without
     /// one.
     #[cfg(feature = "limits-redis")]
-    pub fn shared_status(&self) -> Option<super::BackendStatus> {
+    pub fn shared_status(&self) -> Option<super::RedisBackendStatus> {
         let config = self.limiter.config.load();
         config
             .shared

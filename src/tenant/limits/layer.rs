@@ -8,7 +8,7 @@ use std::time::Duration;
 use tower::{Layer, Service};
 
 use super::config::Limits;
-use super::future::{TenantLimitFuture, call_admitted};
+use super::future::{ResponseFuture, call_admitted};
 use super::handle::LimitsHandle;
 use super::limiter::{Limiter, NotYet};
 use super::observer::LimitObserver;
@@ -22,7 +22,7 @@ use crate::tenant::paths::{PathSet, names};
 ///
 /// A call over one of its tenant's limits is refused with
 /// `RESOURCE_EXHAUSTED` naming the tenant and the limit (see
-/// [`LimitExceeded`](super::LimitExceeded) for the exact text), as a
+/// [`LimitError`](super::LimitError) for the exact text), as a
 /// trailers-only response, without calling the inner service; plain HTTP
 /// gets `429 Too Many Requests` with the same text. A rate refusal says
 /// when the call would pass (`grpc-retry-pushback-ms`, `Retry-After`).
@@ -273,9 +273,9 @@ impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for TenantLimit<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone,
 {
-    type Response = http::Response<super::TenantLimitBody<ResBody>>;
+    type Response = http::Response<super::ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = TenantLimitFuture<S, ReqBody>;
+    type Future = ResponseFuture<S, ReqBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -287,11 +287,11 @@ where
         let mut budget = None;
         match self.limiter.admit_or_wait(&request, &mut budget) {
             Ok(slot) => match budget {
-                None => TenantLimitFuture::inner(self.inner.call(request), slot),
+                None => ResponseFuture::inner(self.inner.call(request), slot),
                 Some(budget) => call_admitted(&mut self.inner, request, slot, Some(budget)),
             },
             Err(NotYet::Refused(refused)) => {
-                TenantLimitFuture::refused(Refusal::of(request.headers(), refused))
+                ResponseFuture::refused(Refusal::of(request.headers(), refused))
             }
             #[cfg(feature = "limits-redis")]
             Err(NotYet::AnswerDue(answer)) => self.wait_for_answer(answer, request),
@@ -309,12 +309,12 @@ impl<S> TenantLimit<S> {
         &mut self,
         answer: super::shared::AnswerWait,
         request: http::Request<ReqBody>,
-    ) -> TenantLimitFuture<S, ReqBody>
+    ) -> ResponseFuture<S, ReqBody>
     where
         S: Service<http::Request<ReqBody>> + Clone,
     {
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        TenantLimitFuture::answer_due(answer, ready, request, Arc::clone(&self.limiter))
+        ResponseFuture::answer_due(answer, ready, request, Arc::clone(&self.limiter))
     }
 }

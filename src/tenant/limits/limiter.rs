@@ -12,7 +12,7 @@ use super::budget::{Account, TenantBudget};
 #[cfg(feature = "limits-redis")]
 use super::gcra::Gcra;
 use super::map::TenantMap;
-use super::refusal::{ExceededLimit, LimitExceeded};
+use super::refusal::{LimitError, LimitKind};
 #[cfg(feature = "limits-redis")]
 use super::shared::{AnswerWait, Bucket, SharedLimits};
 use super::snapshot::{Effective, Snapshot};
@@ -53,7 +53,7 @@ impl Charged<'_> {
 }
 
 /// Why a tenant's call was not admitted, small (the hot path returns it),
-/// made into a [`LimitExceeded`] by [`refusal`] off that path.
+/// made into a [`LimitError`] by [`refusal`] off that path.
 struct Refused<'c> {
     limits: &'c Effective,
     why: NotAdmitted,
@@ -79,7 +79,7 @@ impl<'c> Refused<'c> {
 #[derive(Debug)]
 pub(crate) enum NotYet {
     /// Refused.
-    Refused(LimitExceeded),
+    Refused(LimitError),
     /// Its tenant's fleet-wide bucket was nearly empty at the lease's last
     /// answer, which is too old to judge the call by: the answer in flight
     /// decides it. Wait on this (it wakes on that answer, or a request
@@ -116,7 +116,7 @@ impl Limiter {
         &self,
         request: &http::Request<B>,
         budget: &mut Option<TenantBudget>,
-    ) -> Result<Option<Slot>, LimitExceeded> {
+    ) -> Result<Option<Slot>, LimitError> {
         self.admit_with::<B, false>(request, budget)
             .map_err(|not_yet| match not_yet {
                 NotYet::Refused(refused) => refused,
@@ -179,7 +179,7 @@ impl Limiter {
     /// Reports a refusal to the observer.
     #[cold]
     #[inline(never)]
-    fn refused(&self, config: &Snapshot, refused: LimitExceeded) -> LimitExceeded {
+    fn refused(&self, config: &Snapshot, refused: LimitError) -> LimitError {
         if let Some(observer) = &config.observer {
             observer.on_refused(&refused);
         }
@@ -319,7 +319,7 @@ impl Limiter {
         config: &Snapshot,
         ids: &[OrgId],
         budget: &mut Option<TenantBudget>,
-    ) -> Result<Option<Slot>, LimitExceeded> {
+    ) -> Result<Option<Slot>, LimitError> {
         let mut charged: Vec<Charged<'_>> = Vec::with_capacity(ids.len());
         let mut accounts = Vec::new();
         for id in ids {
@@ -354,26 +354,26 @@ impl Limiter {
 /// flight, the configured one, if any.
 #[cold]
 #[inline(never)]
-fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitExceeded {
+fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitError {
     let limits = refused.limits;
     let (limit, retry_after) = match (refused.why, limits.rate) {
         (NotAdmitted::Rate { wait }, Some((rate, _))) => {
-            (ExceededLimit::Rate(rate), Some(Duration::from_nanos(wait)))
+            (LimitKind::Rate(rate), Some(Duration::from_nanos(wait)))
         }
         // The fleet-wide rate, as configured (not divided).
         #[cfg(feature = "limits-redis")]
         (NotAdmitted::FleetRate { wait, .. }, Some((rate, _))) => (
-            ExceededLimit::Rate(limits.configured.rate.unwrap_or(rate)),
+            LimitKind::Rate(limits.configured.rate.unwrap_or(rate)),
             Some(Duration::from_nanos(wait)),
         ),
         _ => (
-            ExceededLimit::InFlight {
+            LimitKind::InFlight {
                 max: limits.max_in_flight.unwrap_or(0),
             },
             config.in_flight_pushback,
         ),
     };
-    let refused = LimitExceeded::new(OrgId::from_checked(id.as_bytes()), limit);
+    let refused = LimitError::new(OrgId::from_checked(id.as_bytes()), limit);
     match retry_after {
         Some(after) => refused.with_retry_after(after),
         None => refused,

@@ -18,10 +18,10 @@
 //!   already counted, and are evicted only when that loses nothing.
 //! - **Refusals**: `RESOURCE_EXHAUSTED`, trailers-only, the inner service
 //!   not called, with a stable message naming the tenant and the limit
-//!   ([`LimitExceeded`]); `429 Too Many Requests` for plain HTTP.
+//!   ([`LimitError`]); `429 Too Many Requests` for plain HTTP.
 //! - **When to retry**: a rate refusal carries the time until the tenant's
 //!   bucket admits the call, read off its GCRA state at the refusal: the
-//!   `grpc-retry-pushback-ms` trailer ([`RETRY_PUSHBACK_MS`], gRFC A6:
+//!   `grpc-retry-pushback-ms` trailer ([`LimitError::RETRY_PUSHBACK_MS`], gRFC A6:
 //!   whole milliseconds, rounded up, never negative), which a grpc-go
 //!   client with a retry policy waits instead of its backoff, and
 //!   `Retry-After` for plain HTTP (whole seconds, rounded up, at least 1).
@@ -226,32 +226,22 @@ mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
 mod watch_otel;
 
-pub use body::TenantLimitBody;
+pub use body::ResponseBody;
 pub use budget::{TenantBudget, TenantBudgetExt};
-pub use config::{InvalidRate, Limits, Rate};
+pub use config::{InvalidRateError, Limits, Rate};
 #[cfg(feature = "limits-file")]
 pub use file::{LimitsFileError, OverridesError, parse_overrides};
-pub use future::TenantLimitFuture;
+pub use future::ResponseFuture;
 pub use handle::LimitsHandle;
 pub use layer::{TenantLimit, TenantLimitLayer};
 pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
-pub use otel::{LimitMetrics, OTHER_TENANT, REASON_KEY, REJECTIONS, TENANT_KEY, TenantLabels};
-pub use refusal::{ExceededLimit, LimitExceeded, RETRY_PUSHBACK_MS};
+pub use otel::{LimitMetrics, TenantLabels};
+pub use refusal::{LimitError, LimitKind};
 #[cfg(feature = "limits-redis")]
 pub use shared::{
-    BackendStatus, LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError,
-    RedisBackendErrorKind,
-};
-#[cfg(all(feature = "otel", feature = "limits-redis"))]
-pub use shared::{
-    REDIS_FALLBACK_TIME, REDIS_KEY_PREFIX_KEY, REDIS_LEASE_FAILURES, REDIS_LEASE_TIME,
-    REDIS_LEASES, REDIS_REPLICAS, REDIS_UP,
+    LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError, RedisBackendErrorKind,
+    RedisBackendStatus,
 };
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
-#[cfg(all(feature = "otel", feature = "limits-file"))]
-pub use watch_otel::{
-    FILE_LAST_RELOAD_SUCCESS_TIMESTAMP, FILE_LAST_RELOAD_SUCCESSFUL, FILE_PATH_KEY,
-    FILE_RELOAD_FAILURES, FILE_RELOADS,
-};

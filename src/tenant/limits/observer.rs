@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::refusal::LimitExceeded;
+use super::refusal::LimitError;
 
 /// Told of every call [`TenantLimitLayer`](super::TenantLimitLayer)
 /// refuses, on the refusing thread, before the refusal is answered: count
@@ -15,13 +15,13 @@ use super::refusal::LimitExceeded;
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use tonic_hotpath::tenant::limits::{LimitExceeded, LimitObserver, Limits, TenantLimitLayer};
+/// use tonic_hotpath::tenant::limits::{LimitError, LimitObserver, Limits, TenantLimitLayer};
 ///
 /// #[derive(Debug, Default)]
 /// struct CountRefusals(AtomicU64);
 ///
 /// impl LimitObserver for CountRefusals {
-///     fn on_refused(&self, refused: &LimitExceeded) {
+///     fn on_refused(&self, refused: &LimitError) {
 ///         self.0.fetch_add(1, Ordering::Relaxed);
 ///         eprintln!("refused: {refused}");
 ///     }
@@ -33,11 +33,11 @@ use super::refusal::LimitExceeded;
 /// ```
 pub trait LimitObserver: Send + Sync + 'static {
     /// A call was refused.
-    fn on_refused(&self, refused: &LimitExceeded);
+    fn on_refused(&self, refused: &LimitError);
 }
 
 impl<T: LimitObserver> LimitObserver for Arc<T> {
-    fn on_refused(&self, refused: &LimitExceeded) {
+    fn on_refused(&self, refused: &LimitError) {
         (**self).on_refused(refused);
     }
 }

@@ -14,24 +14,26 @@ use opentelemetry::metrics::{Counter, Meter, MeterProvider};
 use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
 
 use super::observer::LimitObserver;
-use super::refusal::LimitExceeded;
+use super::refusal::LimitError;
 use crate::tenant::OrgId;
 
-/// The counter's name.
-pub const REJECTIONS: &str = "tonic_hotpath.tenant.limit.rejections";
-/// The tenant attribute's key: the key `OtelMetrics`' tenant attribute uses
-/// by default (`grpc.tenant`, `grpc_tenant` in Prometheus), so refusals join
-/// the request metrics on one label.
-pub const TENANT_KEY: &str = "grpc.tenant";
-/// The reason attribute's key (`in_flight_limited`, `rate_limited`).
-pub const REASON_KEY: &str = "reason";
-/// The tenant attribute's value for tenants the guard does not name.
-pub const OTHER_TENANT: &str = "other";
+impl LimitMetrics {
+    /// The counter's name.
+    pub const REJECTIONS: &str = "tonic_hotpath.tenant.limit.rejections";
+    /// The tenant attribute's key: the key `OtelMetrics`' tenant attribute uses
+    /// by default (`grpc.tenant`, `grpc_tenant` in Prometheus), so refusals join
+    /// the request metrics on one label.
+    pub const TENANT_KEY: &str = "grpc.tenant";
+    /// The reason attribute's key (`in_flight_limited`, `rate_limited`).
+    pub const REASON_KEY: &str = "reason";
+    /// The tenant attribute's value for tenants the guard does not name.
+    pub const OTHER_TENANT: &str = "other";
+}
 
 /// Counts [`TenantLimitLayer`](super::TenantLimitLayer)'s refusals as the
 /// OpenTelemetry counter `tonic_hotpath.tenant.limit.rejections`
 /// (unit `{call}`) with the attributes `grpc.tenant` and `reason`
-/// ([`ExceededLimit::reason`](super::ExceededLimit::reason):
+/// ([`LimitKind::reason`](super::LimitKind::reason):
 /// `in_flight_limited`, `rate_limited`), as Cortex counts its discarded
 /// samples per tenant and reason.
 ///
@@ -68,7 +70,7 @@ impl LimitMetrics {
     /// crate's version), the tenant attribute guarded by `labels`.
     pub fn new<P: MeterProvider + ?Sized>(provider: &P, labels: TenantLabels) -> Self {
         let rejections = crate_meter(provider)
-            .u64_counter(REJECTIONS)
+            .u64_counter(LimitMetrics::REJECTIONS)
             .with_unit("{call}")
             .with_description("Calls refused by a per-tenant limit, by tenant and reason.")
             .build();
@@ -77,10 +79,10 @@ impl LimitMetrics {
 }
 
 impl LimitObserver for LimitMetrics {
-    fn on_refused(&self, refused: &LimitExceeded) {
+    fn on_refused(&self, refused: &LimitError) {
         let attributes = [
             self.labels.label(refused.tenant()),
-            KeyValue::new(REASON_KEY, refused.limit().reason()),
+            KeyValue::new(LimitMetrics::REASON_KEY, refused.limit().reason()),
         ];
         self.rejections.add(1, &attributes);
     }
@@ -146,7 +148,7 @@ impl TenantLabels {
             })
             .is_ok();
         if !claimed {
-            return KeyValue::new(TENANT_KEY, OTHER_TENANT);
+            return KeyValue::new(LimitMetrics::TENANT_KEY, LimitMetrics::OTHER_TENANT);
         }
         match named.try_insert(tenant.clone(), label_of(tenant)) {
             Ok(label) => label.clone(),
@@ -161,7 +163,7 @@ impl TenantLabels {
 
 fn label_of(tenant: &OrgId) -> KeyValue {
     KeyValue::new(
-        TENANT_KEY,
+        LimitMetrics::TENANT_KEY,
         StringValue::from(Arc::<str>::from(tenant.as_str())),
     )
 }

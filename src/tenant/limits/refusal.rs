@@ -1,4 +1,4 @@
-//! A refused call: [`LimitExceeded`], and how it is answered (a gRPC
+//! A refused call: [`LimitError`], and how it is answered (a gRPC
 //! `RESOURCE_EXHAUSTED`, or `429 Too Many Requests` to plain HTTP).
 
 use std::fmt;
@@ -9,17 +9,19 @@ use http::StatusCode;
 use tonic::Status;
 use tonic::metadata::MetadataValue;
 
-use super::body::TenantLimitBody;
+use super::body::ResponseBody;
 use super::config::Rate;
 use crate::tenant::OrgId;
 use crate::tenant::refusal::{RefusalBody, RefusalError};
 
-/// The trailer that tells a gRPC client when to retry (gRFC A6):
-/// `grpc-retry-pushback-ms`, a whole number of milliseconds. A grpc-go
-/// client with a retry policy waits exactly that long before its next
-/// attempt (instead of its backoff); a negative or malformed value would
-/// tell it not to retry at all, so none is ever sent.
-pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+impl LimitError {
+    /// The trailer that tells a gRPC client when to retry (gRFC A6):
+    /// `grpc-retry-pushback-ms`, a whole number of milliseconds. A grpc-go
+    /// client with a retry policy waits exactly that long before its next
+    /// attempt (instead of its backoff); a negative or malformed value would
+    /// tell it not to retry at all, so none is ever sent.
+    pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+}
 
 /// Why [`TenantLimitLayer`](super::TenantLimitLayer) refused a call, or
 /// [`TenantBudget::charge`](super::TenantBudget::charge) a charge: the
@@ -37,16 +39,16 @@ pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
 /// A federated call names the first of its tenants that was over a limit.
 ///
 /// As a [`Status`] it is `RESOURCE_EXHAUSTED` with that message and, with a
-/// [`retry_after`](Self::retry_after), the trailer [`RETRY_PUSHBACK_MS`]
+/// [`retry_after`](Self::retry_after), the trailer [`LimitError::RETRY_PUSHBACK_MS`]
 /// (milliseconds, rounded up); the layer answers plain HTTP with `429` and
 /// `Retry-After` (whole seconds, rounded up, at least 1).
 ///
 /// ```
 /// use std::time::Duration;
 /// use tonic_hotpath::tenant::OrgId;
-/// use tonic_hotpath::tenant::limits::{ExceededLimit, LimitExceeded};
+/// use tonic_hotpath::tenant::limits::{LimitKind, LimitError};
 ///
-/// let refused = LimitExceeded::new(OrgId::new("team-a")?, ExceededLimit::InFlight { max: 4 });
+/// let refused = LimitError::new(OrgId::new("team-a")?, LimitKind::InFlight { max: 4 });
 /// assert_eq!(
 ///     refused.to_string(),
 ///     "in-flight request limit (4) exceeded for tenant \"team-a\""
@@ -62,16 +64,16 @@ pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct LimitExceeded {
+pub struct LimitError {
     tenant: OrgId,
-    limit: ExceededLimit,
+    limit: LimitKind,
     retry_after: Option<Duration>,
 }
 
 /// The limit a refused call was over.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
-pub enum ExceededLimit {
+pub enum LimitKind {
     /// The tenant already had `max` calls in flight.
     InFlight {
         /// The in-flight limit.
@@ -89,7 +91,7 @@ pub enum ExceededLimit {
     },
 }
 
-impl ExceededLimit {
+impl LimitKind {
     /// The reason as a metric attribute value: `in_flight_limited`,
     /// `rate_limited` (Cortex's discarded-samples reason is
     /// `rate_limited`) or `work_rate_limited`.
@@ -102,9 +104,9 @@ impl ExceededLimit {
     }
 }
 
-impl LimitExceeded {
+impl LimitError {
     /// A refusal of a call of `tenant` over `limit`, without a pushback.
-    pub fn new(tenant: OrgId, limit: ExceededLimit) -> Self {
+    pub fn new(tenant: OrgId, limit: LimitKind) -> Self {
         Self {
             tenant,
             limit,
@@ -135,25 +137,25 @@ impl LimitExceeded {
     }
 
     /// The limit it was over.
-    pub fn limit(&self) -> ExceededLimit {
+    pub fn limit(&self) -> LimitKind {
         self.limit
     }
 }
 
-impl fmt::Display for LimitExceeded {
+impl fmt::Display for LimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.limit {
-            ExceededLimit::InFlight { max } => write!(
+            LimitKind::InFlight { max } => write!(
                 f,
                 "in-flight request limit ({max}) exceeded for tenant \"{}\"",
                 self.tenant
             ),
-            ExceededLimit::Rate(rate) => write!(
+            LimitKind::Rate(rate) => write!(
                 f,
                 "request rate limit ({rate}) exceeded for tenant \"{}\"",
                 self.tenant
             ),
-            ExceededLimit::WorkRate { rate, units } => write!(
+            LimitKind::WorkRate { rate, units } => write!(
                 f,
                 "work rate limit ({rate}) exceeded for tenant \"{}\" by a charge of {units}",
                 self.tenant
@@ -162,18 +164,19 @@ impl fmt::Display for LimitExceeded {
     }
 }
 
-impl std::error::Error for LimitExceeded {}
+impl std::error::Error for LimitError {}
 
-impl From<LimitExceeded> for Status {
+impl From<LimitError> for Status {
     /// `RESOURCE_EXHAUSTED` with the refusal's text and, with a
-    /// [`retry_after`](LimitExceeded::retry_after), the
-    /// [`RETRY_PUSHBACK_MS`] trailer.
-    fn from(refused: LimitExceeded) -> Self {
+    /// [`retry_after`](LimitError::retry_after), the
+    /// [`LimitError::RETRY_PUSHBACK_MS`] trailer.
+    fn from(refused: LimitError) -> Self {
         let mut status = Status::resource_exhausted(refused.to_string());
         if let Some(after) = refused.retry_after {
-            status
-                .metadata_mut()
-                .insert(RETRY_PUSHBACK_MS, MetadataValue::from(pushback_ms(after)));
+            status.metadata_mut().insert(
+                LimitError::RETRY_PUSHBACK_MS,
+                MetadataValue::from(pushback_ms(after)),
+            );
         }
         status
     }
@@ -199,7 +202,7 @@ pub(crate) fn retry_after_seconds(after: Duration) -> u64 {
     seconds.max(1)
 }
 
-impl RefusalError for LimitExceeded {
+impl RefusalError for LimitError {
     /// `429 Too Many Requests`, as Cortex's HTTP push path answers a
     /// rate-limited tenant.
     const HTTP_STATUS: StatusCode = StatusCode::TOO_MANY_REQUESTS;
@@ -209,15 +212,15 @@ impl RefusalError for LimitExceeded {
     }
 }
 
-impl<B> RefusalBody for TenantLimitBody<B> {
+impl<B> RefusalBody for ResponseBody<B> {
     fn refusal_text(text: Bytes) -> Self {
-        TenantLimitBody::refusal_text(text)
+        ResponseBody::refusal_text(text)
     }
 }
 
 /// A refused call and the protocol to answer it in: a trailers-only
 /// `RESOURCE_EXHAUSTED`, or `429` with the text to plain HTTP.
-pub(crate) type Refusal = crate::tenant::refusal::Refusal<LimitExceeded>;
+pub(crate) type Refusal = crate::tenant::refusal::Refusal<LimitError>;
 
 #[cfg(test)]
 mod tests {
@@ -226,38 +229,36 @@ mod tests {
 
     use super::*;
 
-    fn refused(limit: ExceededLimit) -> LimitExceeded {
-        LimitExceeded::new(OrgId::new("team-a").unwrap(), limit)
+    fn refused(limit: LimitKind) -> LimitError {
+        LimitError::new(OrgId::new("team-a").unwrap(), limit)
     }
 
     #[test]
     fn the_messages_name_the_tenant_and_the_limit() {
         assert_eq!(
-            refused(ExceededLimit::InFlight { max: 4 }).to_string(),
+            refused(LimitKind::InFlight { max: 4 }).to_string(),
             "in-flight request limit (4) exceeded for tenant \"team-a\""
         );
         let rate = Rate::new(10.0, 20).unwrap();
-        let message = refused(ExceededLimit::Rate(rate)).to_string();
+        let message = refused(LimitKind::Rate(rate)).to_string();
         assert_eq!(
             message,
             "request rate limit (10 per second, burst 20) exceeded for tenant \"team-a\""
         );
-        assert_eq!(ExceededLimit::Rate(rate).reason(), "rate_limited");
+        assert_eq!(LimitKind::Rate(rate).reason(), "rate_limited");
     }
 
     #[test]
     fn grpc_gets_a_trailers_only_status_and_plain_http_a_429() {
         let mut grpc = HeaderMap::new();
         grpc.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        let limit = ExceededLimit::InFlight { max: 1 };
-        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
-            &grpc,
-            refused(limit),
-        )));
+        let limit = LimitKind::InFlight { max: 1 };
+        let response =
+            Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(&grpc, refused(limit))));
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["grpc-status"], "8");
 
-        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
+        let response = Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(
             &HeaderMap::new(),
             refused(limit),
         )));
@@ -290,30 +291,35 @@ mod tests {
     fn a_refusal_with_a_pushback_carries_it_in_the_trailers_and_retry_after() {
         let rate = Rate::new(0.1, 1).unwrap();
         let refusal =
-            || refused(ExceededLimit::Rate(rate)).with_retry_after(Duration::from_millis(9_500));
+            || refused(LimitKind::Rate(rate)).with_retry_after(Duration::from_millis(9_500));
         let mut grpc = HeaderMap::new();
         grpc.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         let response =
-            Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(&grpc, refusal())));
+            Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(&grpc, refusal())));
         assert_eq!(response.headers()["grpc-status"], "8");
-        assert_eq!(response.headers()[RETRY_PUSHBACK_MS], "9500");
+        assert_eq!(response.headers()[LimitError::RETRY_PUSHBACK_MS], "9500");
         assert!(response.headers().get(http::header::RETRY_AFTER).is_none());
 
-        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
+        let response = Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(
             &HeaderMap::new(),
             refusal(),
         )));
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[http::header::RETRY_AFTER], "10");
-        assert!(response.headers().get(RETRY_PUSHBACK_MS).is_none());
+        assert!(
+            response
+                .headers()
+                .get(LimitError::RETRY_PUSHBACK_MS)
+                .is_none()
+        );
         // Without a pushback, neither.
-        let response = Refusal::into_response::<TenantLimitBody<String>>(Ok(Refusal::of(
+        let response = Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(
             &HeaderMap::new(),
-            refused(ExceededLimit::Rate(rate)),
+            refused(LimitKind::Rate(rate)),
         )));
         assert!(response.headers().get(http::header::RETRY_AFTER).is_none());
         assert_eq!(
-            ExceededLimit::WorkRate { rate, units: 3 }.reason(),
+            LimitKind::WorkRate { rate, units: 3 }.reason(),
             "work_rate_limited"
         );
     }

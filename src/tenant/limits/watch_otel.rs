@@ -11,26 +11,28 @@ use opentelemetry::{KeyValue, StringValue};
 use super::otel::{crate_meter, observe};
 use super::watch::FileWatch;
 
-/// Whether the last check of a watched overrides file succeeded: a gauge,
-/// 1 or 0 (Prometheus: `tonic_hotpath_tenant_limit_file_last_reload_successful`,
-/// as Cortex's `cortex_runtime_config_last_reload_successful`).
-pub const FILE_LAST_RELOAD_SUCCESSFUL: &str =
-    "tonic_hotpath.tenant.limit.file.last_reload_successful";
-/// When a check of a watched overrides file last succeeded, in seconds
-/// since the Unix epoch: a gauge, unit `s` (Prometheus:
-/// `tonic_hotpath_tenant_limit_file_last_reload_success_timestamp_seconds`).
-pub const FILE_LAST_RELOAD_SUCCESS_TIMESTAMP: &str =
-    "tonic_hotpath.tenant.limit.file.last_reload_success_timestamp";
-/// The versions of a watched overrides file applied: a counter, unit
-/// `{reload}` (Prometheus: `tonic_hotpath_tenant_limit_file_reloads_total`).
-pub const FILE_RELOADS: &str = "tonic_hotpath.tenant.limit.file.reloads";
-/// The failures of a watched overrides file (bad versions, read errors),
-/// each counted once: a counter, unit `{failure}` (Prometheus:
-/// `tonic_hotpath_tenant_limit_file_reload_failures_total`).
-pub const FILE_RELOAD_FAILURES: &str = "tonic_hotpath.tenant.limit.file.reload_failures";
-/// The attribute naming the watched file (OpenTelemetry's `file.path`;
-/// `file_path` in Prometheus): one series per watched file.
-pub const FILE_PATH_KEY: &str = "file.path";
+impl FileWatch {
+    /// Whether the last check of a watched overrides file succeeded: a gauge,
+    /// 1 or 0 (Prometheus: `tonic_hotpath_tenant_limit_file_last_reload_successful`,
+    /// as Cortex's `cortex_runtime_config_last_reload_successful`).
+    pub const METRIC_LAST_RELOAD_SUCCESSFUL: &str =
+        "tonic_hotpath.tenant.limit.file.last_reload_successful";
+    /// When a check of a watched overrides file last succeeded, in seconds
+    /// since the Unix epoch: a gauge, unit `s` (Prometheus:
+    /// `tonic_hotpath_tenant_limit_file_last_reload_success_timestamp_seconds`).
+    pub const METRIC_LAST_RELOAD_SUCCESS_TIMESTAMP: &str =
+        "tonic_hotpath.tenant.limit.file.last_reload_success_timestamp";
+    /// The versions of a watched overrides file applied: a counter, unit
+    /// `{reload}` (Prometheus: `tonic_hotpath_tenant_limit_file_reloads_total`).
+    pub const METRIC_RELOADS: &str = "tonic_hotpath.tenant.limit.file.reloads";
+    /// The failures of a watched overrides file (bad versions, read errors),
+    /// each counted once: a counter, unit `{failure}` (Prometheus:
+    /// `tonic_hotpath_tenant_limit_file_reload_failures_total`).
+    pub const METRIC_RELOAD_FAILURES: &str = "tonic_hotpath.tenant.limit.file.reload_failures";
+    /// The attribute naming the watched file (OpenTelemetry's `file.path`;
+    /// `file_path` in Prometheus): one series per watched file.
+    pub const PATH_KEY: &str = "file.path";
+}
 
 impl FileWatch {
     /// Exports this watch's status through `provider`'s meter named
@@ -76,13 +78,13 @@ impl FileWatch {
     pub fn with_metrics<P: MeterProvider + ?Sized>(self, provider: &P) -> Self {
         let meter = crate_meter(provider);
         let path = KeyValue::new(
-            FILE_PATH_KEY,
+            FileWatch::PATH_KEY,
             StringValue::from(Arc::<str>::from(self.path.to_string_lossy())),
         );
         let watched = Arc::downgrade(&self.status);
 
         meter
-            .u64_observable_gauge(FILE_LAST_RELOAD_SUCCESSFUL)
+            .u64_observable_gauge(FileWatch::METRIC_LAST_RELOAD_SUCCESSFUL)
             .with_description(
                 "Whether the last check of the tenant limits overrides file succeeded (1) or failed (0).",
             )
@@ -92,7 +94,7 @@ impl FileWatch {
             }))
             .build();
         meter
-            .f64_observable_gauge(FILE_LAST_RELOAD_SUCCESS_TIMESTAMP)
+            .f64_observable_gauge(FileWatch::METRIC_LAST_RELOAD_SUCCESS_TIMESTAMP)
             .with_unit("s")
             .with_description(
                 "When a check of the tenant limits overrides file last succeeded, in seconds since the Unix epoch.",
@@ -105,7 +107,7 @@ impl FileWatch {
             }))
             .build();
         meter
-            .u64_observable_counter(FILE_RELOADS)
+            .u64_observable_counter(FileWatch::METRIC_RELOADS)
             .with_unit("{reload}")
             .with_description("Versions of the tenant limits overrides file applied.")
             .with_callback(observe(&watched, &path, |status| {
@@ -113,7 +115,7 @@ impl FileWatch {
             }))
             .build();
         meter
-            .u64_observable_counter(FILE_RELOAD_FAILURES)
+            .u64_observable_counter(FileWatch::METRIC_RELOAD_FAILURES)
             .with_unit("{failure}")
             .with_description(
                 "Failures of the tenant limits overrides file (bad versions, read errors), each counted once.",

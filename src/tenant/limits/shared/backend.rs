@@ -184,10 +184,10 @@ impl RedisBackend {
     }
 
     /// The backend's state now.
-    pub fn status(&self) -> BackendStatus {
+    pub fn status(&self) -> RedisBackendStatus {
         let backend = &self.inner;
         let counts = &backend.counts;
-        BackendStatus {
+        RedisBackendStatus {
             up: backend.breaker.is_up(),
             replicas: backend.replicas(),
             leases: counts.leases.load(Ordering::Relaxed),
@@ -218,7 +218,7 @@ impl fmt::Debug for RedisBackend {
 /// A [`RedisBackend`]'s state ([`RedisBackend::status`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct BackendStatus {
+pub struct RedisBackendStatus {
     /// Whether the layer uses the fleet's buckets now (false: Redis is
     /// unavailable and the local strategy applies).
     pub up: bool,

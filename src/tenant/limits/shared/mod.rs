@@ -13,13 +13,8 @@ mod requests;
 mod script;
 
 pub(crate) use answer::AnswerWait;
-pub use backend::{BackendStatus, RedisBackend, RedisBackendBuilder};
+pub use backend::{RedisBackend, RedisBackendBuilder, RedisBackendStatus};
 pub use error::{RedisBackendError, RedisBackendErrorKind};
 pub(crate) use lease::{CreditLimits, Lease, NoCredit, Take, ticks};
-#[cfg(feature = "otel")]
-pub use otel::{
-    REDIS_FALLBACK_TIME, REDIS_KEY_PREFIX_KEY, REDIS_LEASE_FAILURES, REDIS_LEASE_TIME,
-    REDIS_LEASES, REDIS_REPLICAS, REDIS_UP,
-};
 pub use policy::LeasePolicy;
 pub(crate) use requests::{Bucket, SharedLimits};

@@ -11,26 +11,29 @@ use opentelemetry::{KeyValue, StringValue};
 use super::backend::RedisBackend;
 use crate::tenant::limits::otel::{crate_meter, observe};
 
-/// Whether the fleet's buckets are in use (1) or the replica is in the
-/// fallback (0): a gauge (Prometheus:
-/// `tonic_hotpath_tenant_limit_redis_up`).
-pub const REDIS_UP: &str = "tonic_hotpath.tenant.limit.redis.up";
-/// The replicas alive at the last heartbeat: a gauge, unit `{replica}`.
-pub const REDIS_REPLICAS: &str = "tonic_hotpath.tenant.limit.redis.replicas";
-/// Lease requests answered: a counter, unit `{lease}`.
-pub const REDIS_LEASES: &str = "tonic_hotpath.tenant.limit.redis.leases";
-/// Lease requests that failed (timed out, refused, connection lost): a
-/// counter, unit `{lease}`.
-pub const REDIS_LEASE_FAILURES: &str = "tonic_hotpath.tenant.limit.redis.lease_failures";
-/// Time spent waiting on lease answers, in total: a counter, unit `s`
-/// (with [`REDIS_LEASES`] and [`REDIS_LEASE_FAILURES`], the mean round
-/// trip).
-pub const REDIS_LEASE_TIME: &str = "tonic_hotpath.tenant.limit.redis.lease_time";
-/// Time spent in the fallback (Redis unavailable), in total: a counter,
-/// unit `s`.
-pub const REDIS_FALLBACK_TIME: &str = "tonic_hotpath.tenant.limit.redis.fallback_time";
-/// The attribute naming the backend's key prefix: one series per backend.
-pub const REDIS_KEY_PREFIX_KEY: &str = "key_prefix";
+impl RedisBackend {
+    /// Whether the fleet's buckets are in use (1) or the replica is in the
+    /// fallback (0): a gauge (Prometheus:
+    /// `tonic_hotpath_tenant_limit_redis_up`).
+    pub const METRIC_UP: &str = "tonic_hotpath.tenant.limit.redis.up";
+    /// The replicas alive at the last heartbeat: a gauge, unit `{replica}`.
+    pub const METRIC_REPLICAS: &str = "tonic_hotpath.tenant.limit.redis.replicas";
+    /// Lease requests answered: a counter, unit `{lease}`.
+    pub const METRIC_LEASES: &str = "tonic_hotpath.tenant.limit.redis.leases";
+    /// Lease requests that failed (timed out, refused, connection lost): a
+    /// counter, unit `{lease}`.
+    pub const METRIC_LEASE_FAILURES: &str = "tonic_hotpath.tenant.limit.redis.lease_failures";
+    /// Time spent waiting on lease answers, in total: a counter, unit `s`
+    /// (with [`METRIC_LEASES`](Self::METRIC_LEASES) and
+    /// [`METRIC_LEASE_FAILURES`](Self::METRIC_LEASE_FAILURES), the mean
+    /// round trip).
+    pub const METRIC_LEASE_TIME: &str = "tonic_hotpath.tenant.limit.redis.lease_time";
+    /// Time spent in the fallback (Redis unavailable), in total: a counter,
+    /// unit `s`.
+    pub const METRIC_FALLBACK_TIME: &str = "tonic_hotpath.tenant.limit.redis.fallback_time";
+    /// The attribute naming the backend's key prefix: one series per backend.
+    pub const KEY_PREFIX_KEY: &str = "key_prefix";
+}
 
 impl RedisBackend {
     /// Exports this backend's state through `provider`'s meter named
@@ -66,12 +69,12 @@ impl RedisBackend {
     pub fn with_metrics<P: MeterProvider + ?Sized>(self, provider: &P) -> Self {
         let meter = crate_meter(provider);
         let prefix = KeyValue::new(
-            REDIS_KEY_PREFIX_KEY,
+            RedisBackend::KEY_PREFIX_KEY,
             StringValue::from(Arc::<str>::from(self.key_prefix())),
         );
         let backend = Arc::downgrade(&self.inner);
         meter
-            .u64_observable_gauge(REDIS_UP)
+            .u64_observable_gauge(RedisBackend::METRIC_UP)
             .with_description(
                 "Whether the tenant limits use the fleet's buckets in Redis (1) or the local fallback (0).",
             )
@@ -80,7 +83,7 @@ impl RedisBackend {
             }))
             .build();
         meter
-            .u64_observable_gauge(REDIS_REPLICAS)
+            .u64_observable_gauge(RedisBackend::METRIC_REPLICAS)
             .with_unit("{replica}")
             .with_description("Replicas alive at the last heartbeat.")
             .with_callback(observe(&backend, &prefix, |backend| {
@@ -88,7 +91,7 @@ impl RedisBackend {
             }))
             .build();
         meter
-            .u64_observable_counter(REDIS_LEASES)
+            .u64_observable_counter(RedisBackend::METRIC_LEASES)
             .with_unit("{lease}")
             .with_description("Lease requests answered by Redis.")
             .with_callback(observe(&backend, &prefix, |backend| {
@@ -96,7 +99,7 @@ impl RedisBackend {
             }))
             .build();
         meter
-            .u64_observable_counter(REDIS_LEASE_FAILURES)
+            .u64_observable_counter(RedisBackend::METRIC_LEASE_FAILURES)
             .with_unit("{lease}")
             .with_description("Lease requests that failed (timed out, refused, connection lost).")
             .with_callback(observe(&backend, &prefix, |backend| {
@@ -104,7 +107,7 @@ impl RedisBackend {
             }))
             .build();
         meter
-            .f64_observable_counter(REDIS_LEASE_TIME)
+            .f64_observable_counter(RedisBackend::METRIC_LEASE_TIME)
             .with_unit("s")
             .with_description("Time spent waiting on lease answers.")
             .with_callback(observe(&backend, &prefix, |backend| {
@@ -112,7 +115,7 @@ impl RedisBackend {
             }))
             .build();
         meter
-            .f64_observable_counter(REDIS_FALLBACK_TIME)
+            .f64_observable_counter(RedisBackend::METRIC_FALLBACK_TIME)
             .with_unit("s")
             .with_description("Time spent in the local fallback while Redis was unavailable.")
             .with_callback(observe(&backend, &prefix, |backend| {
