@@ -50,6 +50,27 @@
 //! would arrive after `End` are not delivered. [`End::code`] is the status
 //! the application saw, as grpc-go's `End.Error`.
 //!
+//! # Layer order
+//!
+//! A stats layer stacks with the others in any order; what it reports
+//! depends on what sits outside it (outermost first in `Server::builder()`):
+//!
+//! | layer | outside the stats layer | inside it |
+//! |---|---|---|
+//! | `GrpcWebLayer` | grpc-web calls are reported as the gRPC calls tonic-web makes of them | grpc-web passes through unreported |
+//! | `RequireOrgIdLayer`, `TenantLimitLayer`, interceptors | refused calls are not seen | refused calls end with their status (`UNAUTHENTICATED`, `RESOURCE_EXHAUSTED`, ...) |
+//! | `load_shed`, `concurrency_limit` | shed calls are not seen | a shed call ends `RESOURCE_EXHAUSTED`, as tonic sends it |
+//! | tower `timeout` | the call is dropped: `CANCELLED` | tonic resets the stream: `INTERNAL`, as the client reads it |
+//! | `OutgoingMetadataLayer`, `SetOrgIdLayer` | `OutHeader` shows their headers; their refusals are not seen | `OutHeader` lacks them; a refusal ends `INVALID_ARGUMENT` |
+//!
+//! In any order, plain HTTP passes the stats layer untouched (and gets `401`
+//! from `RequireOrgIdLayer` without an org id), tonic's own `Server::timeout`
+//! and `load_shed` act outside every user layer, and every layer sees
+//! tonic's connection info (`remote_addr()`, `peer_certs()`) unchanged. Put
+//! a client stats layer with `OtelTracing` directly over the `Channel`.
+//!
+//! # Example
+//!
 //! A server and a client, each with two handlers, over 127.0.0.1:
 //!
 //! ```
