@@ -58,13 +58,13 @@ fn wire_metadata() -> MetadataMap {
 /// Cortex before its fix: copy all metadata, then read the one key.
 fn full_copy(md: &MetadataMap) -> Option<String> {
     let copy = md.clone();
-    let value = copy.get(tenant::ORG_ID_HEADER)?.to_str().ok()?;
+    let value = copy.get(tenant::OrgId::HEADER)?.to_str().ok()?;
     Some(value.to_owned())
 }
 
 /// Cortex's fix (`ValueFromIncomingContext`): copy the one key's values.
 fn single_key_copy(md: &MetadataMap) -> Vec<String> {
-    md.get_all(tenant::ORG_ID_HEADER)
+    md.get_all(tenant::OrgId::HEADER)
         .iter()
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect()
@@ -73,7 +73,7 @@ fn single_key_copy(md: &MetadataMap) -> Vec<String> {
 /// tonic's bare read: first value, text check, no rules (the length keeps
 /// the borrow inside the timed closure).
 fn bare_read(md: &MetadataMap) -> Option<usize> {
-    md.get(tenant::ORG_ID_HEADER)?.to_str().ok().map(str::len)
+    md.get(tenant::OrgId::HEADER)?.to_str().ok().map(str::len)
 }
 
 /// Our borrowed, validated extraction.
@@ -81,7 +81,7 @@ fn validated_borrowed(md: &MetadataMap) -> Option<usize> {
     tenant::extract(md).ok().map(str::len)
 }
 
-static ORG_ID_HEADER_NAME: HeaderName = HeaderName::from_static(tenant::ORG_ID_HEADER);
+static ORG_ID_HEADER_NAME: HeaderName = HeaderName::from_static(tenant::OrgId::HEADER);
 
 /// The owned-id design not taken: the same checks, then share the header's
 /// bytes (the first clone of a wire-decoded value allocates).
@@ -519,7 +519,7 @@ fn client_chains() -> (OutgoingMetadata, OutgoingMetadata) {
         .and_then(|chain| chain.append_static("x-trace-id", "abc"))
         .unwrap_or_else(|e| panic!("{e}"));
     let with_id = plain
-        .append_static(tenant::ORG_ID_HEADER, ORG_ID)
+        .append_static(tenant::OrgId::HEADER, ORG_ID)
         .unwrap_or_else(|e| panic!("{e}"));
     (plain, with_id)
 }

@@ -24,7 +24,7 @@ use tonic_hotpath::metadata::OutgoingMetadataLayer;
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
-use tonic_hotpath::tenant::{ORG_ID_HEADER, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
+use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::layer::util::Identity;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
@@ -334,7 +334,7 @@ fn many_tenants_request(body: &Bytes) -> Request<Body> {
     let mut request = client_request(body);
     TENANTS.with(|tenants| {
         request.headers_mut().insert(
-            ORG_ID_HEADER,
+            OrgId::HEADER,
             HeaderValue::from_bytes(tenants[tenant].as_bytes()).expect("valid header value"),
         );
     });
@@ -405,7 +405,7 @@ fn check_body() -> Bytes {
 fn server_request(body: &Bytes) -> Request<Body> {
     let mut request = client_request(body);
     request.headers_mut().insert(
-        ORG_ID_HEADER,
+        OrgId::HEADER,
         HeaderValue::from_bytes(ORG_ID.as_bytes()).expect("valid header value"),
     );
     request

@@ -6,10 +6,7 @@
 use std::convert::Infallible;
 
 use http::{HeaderMap, Request, Response, StatusCode};
-use tonic_hotpath::tenant::{
-    self, InvalidOrgId, MAX_ORG_ID_LEN, OrgId, OrgIdError, RESERVED_ORG_IDS, RequireOrgIdLayer,
-    TenantIds,
-};
+use tonic_hotpath::tenant::{self, InvalidOrgId, OrgId, OrgIdError, RequireOrgIdLayer, TenantIds};
 use tower::{Layer, Service};
 
 use super::body::now;
@@ -32,10 +29,10 @@ fn rules(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
     if id == b"." || id == b".." {
         return Err(InvalidOrgId::DotSegment);
     }
-    if id.len() > MAX_ORG_ID_LEN {
+    if id.len() > OrgId::MAX_LEN {
         return Err(InvalidOrgId::TooLong { len: id.len() });
     }
-    match RESERVED_ORG_IDS.iter().find(|name| name.as_bytes() == id) {
+    match OrgId::RESERVED.iter().find(|name| name.as_bytes() == id) {
         Some(name) => Err(InvalidOrgId::Reserved { name }),
         None => Ok(()),
     }

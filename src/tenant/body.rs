@@ -23,15 +23,15 @@ pin_project! {
     ///
     /// ```
     /// use http_body::Body as _;
-    /// use tonic_hotpath::tenant::RequireOrgIdBody;
+    /// use tonic_hotpath::tenant::require_org_id::ResponseBody;
     ///
-    /// let refused = RequireOrgIdBody::<String>::default();
+    /// let refused = ResponseBody::<String>::default();
     /// assert!(refused.is_end_stream());
-    /// let inner = RequireOrgIdBody::inner(String::from("payload"));
+    /// let inner = ResponseBody::inner(String::from("payload"));
     /// assert_eq!(inner.size_hint().exact(), Some(7));
     /// ```
     #[derive(Debug)]
-    pub struct RequireOrgIdBody<B> {
+    pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
     }
@@ -46,7 +46,7 @@ pin_project! {
     }
 }
 
-impl<B> Default for RequireOrgIdBody<B> {
+impl<B> Default for ResponseBody<B> {
     /// The body of a gRPC refusal: empty.
     fn default() -> Self {
         Self {
@@ -57,7 +57,7 @@ impl<B> Default for RequireOrgIdBody<B> {
     }
 }
 
-impl<B> RequireOrgIdBody<B> {
+impl<B> ResponseBody<B> {
     /// Wraps the inner service's response body.
     pub fn inner(body: B) -> Self {
         Self {
@@ -83,7 +83,7 @@ impl<B> RequireOrgIdBody<B> {
     }
 }
 
-impl<B> Body for RequireOrgIdBody<B>
+impl<B> Body for ResponseBody<B>
 where
     B: Body,
     B::Data: From<Bytes>,
@@ -148,7 +148,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_plain_http_refusal_sends_its_text_once() {
-        let body = RequireOrgIdBody::<String>::refusal_text(Bytes::from_static(b"no org id\n"));
+        let body = ResponseBody::<String>::refusal_text(Bytes::from_static(b"no org id\n"));
         assert!(!body.is_end_stream());
         assert_eq!(body.size_hint().exact(), Some(10));
         let collected = body.collect().await.unwrap().to_bytes();

@@ -150,7 +150,7 @@ where
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = SetOrgIdFuture<S::Future>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -163,7 +163,7 @@ where
             Ok(()) => InnerOrRejected::inner(self.inner.call(request)),
             Err(error) => InnerOrRejected::rejected(error),
         };
-        SetOrgIdFuture { kind }
+        ResponseFuture { kind }
     }
 }
 
@@ -172,13 +172,13 @@ pin_project! {
     /// `OutgoingMetadataLayer` below refusing the chain's org id turned
     /// into the [`InjectError`] status), or the injection error.
     #[derive(Debug)]
-    pub struct SetOrgIdFuture<F> {
+    pub struct ResponseFuture<F> {
         #[pin]
         kind: InnerOrRejected<F, InjectError>,
     }
 }
 
-impl<F, T, E> Future for SetOrgIdFuture<F>
+impl<F, T, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,

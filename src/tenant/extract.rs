@@ -12,7 +12,7 @@ use crate::wire::org_id_error::OrgIdError;
 
 /// The org-id header, lower case as HTTP/2 carries it (Cortex
 /// `user.lowerOrgIDHeaderName`).
-pub const ORG_ID_HEADER: &str = "x-scope-orgid";
+pub(crate) const ORG_ID_HEADER: &str = "x-scope-orgid";
 
 /// The header name, built at compile time: a lookup hashes it without
 /// parsing a string, and a compare against it sees its bytes (inlined).
@@ -85,7 +85,7 @@ pub fn extract(metadata: &MetadataMap) -> Result<&str, OrgIdError> {
 }
 
 /// The validated org id of a request as an owned [`OrgId`]. Ids up to
-/// [`INLINE_CAPACITY`](super::INLINE_CAPACITY) bytes are copied inline
+/// [`OrgId::INLINE_CAPACITY`](super::OrgId::INLINE_CAPACITY) bytes are copied inline
 /// (no allocation); longer ones take one allocation.
 #[inline]
 pub fn extract_owned_from_headers(headers: &HeaderMap) -> Result<OrgId, OrgIdError> {
@@ -101,7 +101,7 @@ pub fn extract_owned(metadata: &MetadataMap) -> Result<OrgId, OrgIdError> {
 
 /// The tenants of a federated request (`x-scope-orgid: a|b|c`), validated,
 /// sorted and de-duplicated. A single tenant allocates nothing (up to
-/// [`INLINE_CAPACITY`](super::INLINE_CAPACITY) bytes).
+/// [`OrgId::INLINE_CAPACITY`](super::OrgId::INLINE_CAPACITY) bytes).
 ///
 /// ```
 /// use http::HeaderMap;

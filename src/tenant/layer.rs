@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use super::body::RequireOrgIdBody;
+use super::body::ResponseBody;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::future::InnerOrRejected;
 use super::paths::{PathSet, names};
@@ -27,7 +27,7 @@ use crate::wire::org_id_error::OrgIdError;
 /// - valid → the request's [`TenantIds`] go into its extensions; handlers
 ///   read them with [`OrgIdRequestExt`](super::OrgIdRequestExt).
 ///
-/// Responses carry a [`RequireOrgIdBody`] (the inner body, or the
+/// Responses carry a [`ResponseBody`] (the inner body, or the
 /// refusal's), so the layer stacks above or below any other layer, whatever
 /// body type that layer answers with.
 ///
@@ -224,9 +224,9 @@ impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for RequireOrgId<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
 {
-    type Response = http::Response<RequireOrgIdBody<ResBody>>;
+    type Response = http::Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = RequireOrgIdFuture<S::Future>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -241,13 +241,13 @@ where
                     request.extensions_mut().insert(ids);
                 }
                 Err(error) => {
-                    return RequireOrgIdFuture {
+                    return ResponseFuture {
                         kind: InnerOrRejected::rejected(Refusal::of(request.headers(), error)),
                     };
                 }
             }
         }
-        RequireOrgIdFuture {
+        ResponseFuture {
             kind: InnerOrRejected::inner(self.inner.call(request)),
         }
     }
@@ -257,24 +257,24 @@ pin_project! {
     /// The response future of [`RequireOrgId`]: the inner service's, or an
     /// immediate refusal (a gRPC status, or a plain HTTP error).
     #[derive(Debug)]
-    pub struct RequireOrgIdFuture<F> {
+    pub struct ResponseFuture<F> {
         #[pin]
         kind: InnerOrRejected<F, Refusal<OrgIdError>>,
     }
 }
 
-impl<F, ResBody, E> Future for RequireOrgIdFuture<F>
+impl<F, ResBody, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<http::Response<ResBody>, E>>,
 {
-    type Output = Result<http::Response<RequireOrgIdBody<ResBody>>, E>;
+    type Output = Result<http::Response<ResponseBody<ResBody>>, E>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let kind = self.project().kind;
         kind.poll_or_reject(
             cx,
-            |output| output.map(|response| response.map(RequireOrgIdBody::inner)),
+            |output| output.map(|response| response.map(ResponseBody::inner)),
             |refusal| Ok(Refusal::into_response(refusal)),
         )
     }

@@ -77,6 +77,7 @@
 
 mod body;
 mod client;
+mod consts;
 mod error;
 mod extract;
 mod future;
@@ -90,19 +91,29 @@ mod refusal;
 mod request_ext;
 mod tenant_ids;
 
-pub use crate::wire::org_id::{
-    MAX_ORG_ID_LEN, RESERVED_ORG_IDS, TENANT_SEPARATOR, validate_org_id,
-};
+pub use crate::wire::org_id::validate_org_id;
 pub use crate::wire::org_id_error::{InvalidOrgId, OrgIdError};
-pub use body::RequireOrgIdBody;
-pub use client::{SetOrgId, SetOrgIdFuture, SetOrgIdLayer};
 pub use error::InjectError;
 pub use extract::{
-    ORG_ID_HEADER, extract, extract_from_headers, extract_owned, extract_owned_from_headers,
-    extract_tenant_ids, extract_tenant_ids_from_headers,
+    extract, extract_from_headers, extract_owned, extract_owned_from_headers, extract_tenant_ids,
+    extract_tenant_ids_from_headers,
 };
 pub use inject::InjectOrgId;
-pub use layer::{RequireOrgId, RequireOrgIdFuture, RequireOrgIdLayer};
-pub use org_id::{INLINE_CAPACITY, OrgId};
+pub use org_id::OrgId;
 pub use request_ext::{OrgIdRequestExt, org_id};
+pub use require_org_id::{RequireOrgId, RequireOrgIdLayer};
+pub use set_org_id::{SetOrgId, SetOrgIdLayer};
 pub use tenant_ids::TenantIds;
+
+/// The server layer that requires a valid org id: [`RequireOrgIdLayer`],
+/// its service, and the service's response future and body.
+pub mod require_org_id {
+    pub use super::body::ResponseBody;
+    pub use super::layer::{RequireOrgId, RequireOrgIdLayer, ResponseFuture};
+}
+
+/// The client layer that stamps an org id on every call: [`SetOrgIdLayer`],
+/// its service, and the service's response future.
+pub mod set_org_id {
+    pub use super::client::{ResponseFuture, SetOrgId, SetOrgIdLayer};
+}

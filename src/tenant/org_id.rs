@@ -13,11 +13,11 @@ use crate::wire::org_id_error::InvalidOrgId;
 
 /// Ids up to this many bytes are stored inline: making or cloning them
 /// allocates nothing. A UUID (36 bytes) fits.
-pub const INLINE_CAPACITY: usize = 38;
+pub(crate) const INLINE_CAPACITY: usize = 38;
 
 /// An owned, validated org id (tenant id).
 ///
-/// Ids up to [`INLINE_CAPACITY`] bytes live inline (no allocation to make or
+/// Ids up to [`OrgId::INLINE_CAPACITY`] bytes live inline (no allocation to make or
 /// clone); longer ones share one `Arc<str>`. Comparison, ordering and
 /// hashing are those of the id's text, so a `HashSet<OrgId>` can be queried
 /// with a `&str`.
@@ -100,7 +100,7 @@ impl OrgId {
     }
 }
 
-/// `id` (at most [`INLINE_CAPACITY`] bytes) at the start of an inline
+/// `id` (at most [`OrgId::INLINE_CAPACITY`] bytes) at the start of an inline
 /// buffer; the bytes after it are unspecified (never read).
 ///
 /// Two overlapping fixed-size copies (the first and the last `N` bytes)

@@ -13,7 +13,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tonic::Status;
 
-use super::body::RequireOrgIdBody;
+use super::body::ResponseBody;
 use crate::wire::content_type::is_grpc;
 use crate::wire::org_id_error::OrgIdError;
 
@@ -41,9 +41,9 @@ pub(crate) trait RefusalBody: Default {
     fn refusal_text(text: Bytes) -> Self;
 }
 
-impl<B> RefusalBody for RequireOrgIdBody<B> {
+impl<B> RefusalBody for ResponseBody<B> {
     fn refusal_text(text: Bytes) -> Self {
-        RequireOrgIdBody::refusal_text(text)
+        ResponseBody::refusal_text(text)
     }
 }
 
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_plain_http_refusal_is_401_with_the_error_text() {
-        let response = Refusal::into_response::<RequireOrgIdBody<String>>(Ok(Refusal::of(
+        let response = Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(
             &HeaderMap::new(),
             OrgIdError::Missing,
         )));
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(response.headers()[X_CONTENT_TYPE_OPTIONS], "nosniff");
         assert!(response.headers().get("grpc-status").is_none());
 
-        let grpc = Refusal::into_response::<RequireOrgIdBody<String>>(Ok(Refusal::of(
+        let grpc = Refusal::into_response::<ResponseBody<String>>(Ok(Refusal::of(
             &with_content_type("application/grpc-web+proto"),
             OrgIdError::Missing,
         )));

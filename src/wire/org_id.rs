@@ -2,9 +2,9 @@
 //!
 //! The rules (cortexproject/cortex `pkg/util/users/tenant.go`):
 //! - characters `a-z A-Z 0-9 ! - _ . * ' ( )`,
-//! - at most [`MAX_ORG_ID_LEN`] bytes,
+//! - at most `OrgId::MAX_LEN` (150) bytes,
 //! - not `.` or `..`,
-//! - not one of Cortex's reserved storage names ([`RESERVED_ORG_IDS`]).
+//! - not one of Cortex's reserved storage names (`OrgId::RESERVED`).
 //!
 //! On top of Cortex, an empty id is refused: Cortex lets `""` through
 //! `ValidTenantID`, which turns `"a|"` into the tenants `["", "a"]`.
@@ -12,15 +12,15 @@
 use super::org_id_error::InvalidOrgId;
 
 /// The longest valid org id, in bytes (Cortex's `MaxTenantIDLength`).
-pub const MAX_ORG_ID_LEN: usize = 150;
+pub(crate) const MAX_ORG_ID_LEN: usize = 150;
 
 /// Ids Cortex refuses because they name objects in its block storage layout
 /// (`__markers__` directories, the `user-index.json.gz` bucket index). They
 /// are refused here too, so an id that passes this crate passes Cortex.
-pub const RESERVED_ORG_IDS: [&str; 2] = ["__markers__", "user-index.json.gz"];
+pub(crate) const RESERVED_ORG_IDS: [&str; 2] = ["__markers__", "user-index.json.gz"];
 
 /// The separator between the tenants of a federated (multi-tenant) id.
-pub const TENANT_SEPARATOR: u8 = b'|';
+pub(crate) const TENANT_SEPARATOR: u8 = b'|';
 
 /// `ALLOWED[b]` is true when byte `b` may appear in an org id.
 static ALLOWED: [bool; 256] = allowed_table();

@@ -28,7 +28,7 @@ pub enum InvalidOrgId {
         /// Its byte offset in the header value.
         position: usize,
     },
-    /// The id is longer than [`MAX_ORG_ID_LEN`] bytes.
+    /// The id is longer than [`OrgId::MAX_LEN`](crate::tenant::OrgId::MAX_LEN) bytes.
     TooLong {
         /// The id's length in bytes.
         len: usize,

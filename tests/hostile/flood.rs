@@ -43,7 +43,7 @@ use tonic_hotpath::stats::CombinedLayer;
 use tonic_hotpath::tenant::limits::{
     LimitMetrics, Limits, LimitsHandle, Rate, TenantLabels, TenantLimitLayer,
 };
-use tonic_hotpath::tenant::{ORG_ID_HEADER, RequireOrgIdLayer};
+use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
 use tonic_prost::ProstCodec;
 
 use crate::measure::{self, delta, kib, settled};
@@ -129,7 +129,7 @@ impl UnaryService<EchoRequest> for Echoed {
 async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes) -> i32 {
     let mut request = grpc_request(&format!("/{SERVICE}/m{n}"), "application/grpc");
     let org_id = http::HeaderValue::try_from(format!("t{n}")).expect("an org id");
-    request.headers_mut().insert(ORG_ID_HEADER, org_id);
+    request.headers_mut().insert(OrgId::HEADER, org_id);
     let reply = h2_exchange(client, request, message).await;
     reply
         .grpc_status()

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status, Streaming};
-use tonic_hotpath::tenant::ORG_ID_HEADER;
+use tonic_hotpath::tenant::OrgId;
 
 use crate::stacks::{ServerLayer, spawn_echo};
 use crate::support::{self, Echo, EchoClient, EchoRequest, EchoResponse, ResponseStream};
@@ -167,7 +167,7 @@ pub fn request(org_id: Option<&str>, message: &str) -> Request<EchoRequest> {
     if let Some(org_id) = org_id {
         request
             .metadata_mut()
-            .insert(ORG_ID_HEADER, org_id.parse().expect("a valid header value"));
+            .insert(OrgId::HEADER, org_id.parse().expect("a valid header value"));
     }
     request
 }

@@ -13,7 +13,7 @@ use tenant_support::{NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
-use tonic_hotpath::tenant::{self, INLINE_CAPACITY, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
+use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::{BoxError, Layer, Service, ServiceBuilder, service_fn};
 
 fn metadata(org_id: &str) -> MetadataMap {
@@ -33,7 +33,7 @@ fn borrowed_extraction_allocates_nothing() {
 #[test]
 fn owned_extraction_of_ids_up_to_the_inline_capacity_allocates_nothing() {
     let uuid = "5f1b9a2c-3e4d-4c1a-9f0e-7d2b6a8c4e11";
-    let longest_inline = "y".repeat(INLINE_CAPACITY);
+    let longest_inline = "y".repeat(OrgId::INLINE_CAPACITY);
     for id in ["team-a", uuid, &longest_inline] {
         let md = metadata(id);
         let (count, owned) = allocations(|| tenant::extract_owned(&md));
@@ -44,7 +44,7 @@ fn owned_extraction_of_ids_up_to_the_inline_capacity_allocates_nothing() {
 
 #[test]
 fn owned_extraction_of_longer_ids_allocates_once_and_clones_for_free() {
-    let long = "z".repeat(INLINE_CAPACITY + 1);
+    let long = "z".repeat(OrgId::INLINE_CAPACITY + 1);
     let md = metadata(&long);
     let (count, owned) = allocations(|| tenant::extract_owned(&md));
     let owned = owned.unwrap();
@@ -70,7 +70,7 @@ fn the_alternatives_cost_more() {
     // Sharing the header's bytes instead of copying inline: the first clone
     // of a wire-decoded value allocates the shared header.
     let md = metadata("team-a");
-    let (count, _value) = allocations(|| md.get(tenant::ORG_ID_HEADER).cloned());
+    let (count, _value) = allocations(|| md.get(tenant::OrgId::HEADER).cloned());
     assert_eq!(count, 1);
     // The full copy (Cortex before its fix): several allocations.
     let md = metadata("team-a");
@@ -115,7 +115,7 @@ fn the_server_layer_rejects_in_process_without_calling_the_service() {
         )))
     }));
     let mut request = tonic_request("team-a");
-    request.headers_mut().remove(tenant::ORG_ID_HEADER);
+    request.headers_mut().remove(tenant::OrgId::HEADER);
     let mut cx = Context::from_waker(Waker::noop());
     let Poll::Ready(Ok(response)) = pin!(layered.call(request)).poll(&mut cx) else {
         panic!("expected an immediate gRPC error response");
@@ -131,7 +131,7 @@ where
     S: Service<Request<Body>, Response = Response<Body>, Error = BoxError>,
 {
     let mut request = tonic_request("unused");
-    request.headers_mut().remove(tenant::ORG_ID_HEADER);
+    request.headers_mut().remove(tenant::OrgId::HEADER);
     if let Some(chain) = chain {
         request.extensions_mut().insert(chain.clone());
     }

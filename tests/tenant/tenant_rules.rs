@@ -1,7 +1,7 @@
 //! Property tests: the table-driven validator and the federated-id parser
 //! agree with a direct transcription of Cortex's rules on arbitrary input.
 use proptest::prelude::*;
-use tonic_hotpath::tenant::{MAX_ORG_ID_LEN, OrgId, TenantIds, validate_org_id};
+use tonic_hotpath::tenant::{OrgId, TenantIds, validate_org_id};
 
 /// Cortex `ValidTenantID` (rune loop, length, `.`/`..`, reserved names),
 /// plus this crate's refusal of the empty id.
@@ -14,7 +14,7 @@ fn cortex_valid(id: &[u8]) -> bool {
     };
     !id.is_empty()
         && id.iter().all(|&c| allowed(c))
-        && id.len() <= MAX_ORG_ID_LEN
+        && id.len() <= OrgId::MAX_LEN
         && id != b"."
         && id != b".."
         && id != b"__markers__"

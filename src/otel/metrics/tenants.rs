@@ -248,13 +248,13 @@ mod tests {
     use http::HeaderValue;
 
     use super::*;
-    use crate::tenant::ORG_ID_HEADER;
+    use crate::tenant::OrgId;
 
     fn headers(values: &[&'static str]) -> HeaderMap {
         let mut map = HeaderMap::new();
         map.insert("content-type", HeaderValue::from_static("application/grpc"));
         for value in values {
-            map.append(ORG_ID_HEADER, HeaderValue::from_static(value));
+            map.append(OrgId::HEADER, HeaderValue::from_static(value));
         }
         map
     }
