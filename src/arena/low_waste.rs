@@ -6,9 +6,9 @@
 //! mode keeps the bump window as the fast path and changes only the slow
 //! path, which runs when a request does not fit the current buffer:
 //!
-//! 1. **Partials.** Up to [`PARTIAL_SLOTS`] partly filled buffers are kept
+//! 1. **Partials.** Up to 8 partly filled buffers are kept
 //!    aside; the one that fits the request most tightly (best fit) takes it.
-//!    A buffer drops out once less than [`MIN_KEPT_TAIL`] bytes are left.
+//!    A buffer drops out once less than 8 bytes are left.
 //! 2. **Oversize requests** (more than half of `min_buffer_size`) get a
 //!    dedicated buffer of exactly the needed size; the current buffer stays
 //!    current, so one big request no longer strands a nearly empty buffer.
@@ -17,8 +17,8 @@
 //!    current and the new one joins the partials; else the new one becomes
 //!    current and the old one joins the partials.
 //!
-//! Each slow path looks at no more than `PARTIAL_SLOTS` partials and
-//! [`FRESH_SEARCH`] unused buffers, so allocation stays O(1). Joining a full
+//! Each slow path looks at no more than 8 partials and
+//! 8 unused buffers, so allocation stays O(1). Joining a full
 //! partial set evicts the buffer with the least free space (that space is
 //! the only waste left). After a reset, buffers are reused in order; one too
 //! small for a request is swapped behind the others rather than skipped for
@@ -56,11 +56,11 @@ use super::buffer::{BUFFER_ALIGN, Buffer, Window, buffer_size, padding};
 use super::state::State;
 
 /// How many partly filled buffers are kept aside.
-pub const PARTIAL_SLOTS: usize = 8;
+pub(crate) const PARTIAL_SLOTS: usize = 8;
 /// A partly filled buffer with less free space than this is retired.
-pub const MIN_KEPT_TAIL: usize = 8;
+pub(crate) const MIN_KEPT_TAIL: usize = 8;
 /// How many unused buffers a reused arena inspects before growing.
-pub const FRESH_SEARCH: usize = 8;
+pub(crate) const FRESH_SEARCH: usize = 8;
 
 /// A partly filled buffer: its index and the address range of its free
 /// tail, cached so that a best-fit scan touches only this array.

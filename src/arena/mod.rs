@@ -92,7 +92,7 @@ mod error;
 pub mod low_waste;
 mod pool;
 #[cfg(feature = "bench-internals")]
-#[cfg_attr(docsrs, doc(cfg(feature = "bench-internals")))]
+#[doc(hidden)]
 pub mod replay;
 mod slab;
 mod state;

@@ -92,7 +92,7 @@ pub enum MetadataError {
         adding: usize,
     },
     /// The chain would hold more than
-    /// [`MAX_ENTRIES`](super::MAX_ENTRIES) entries.
+    /// [`OutgoingMetadata::MAX_ENTRIES`](super::OutgoingMetadata::MAX_ENTRIES) entries.
     TooManyEntries {
         /// The most entries allowed.
         limit: usize,

@@ -79,12 +79,12 @@ use static_pair::StaticPair;
 /// `content-type`, `user-agent`, `grpc-timeout`, ...). A chain at this limit
 /// still reaches a default server; at a full 16 KiB the server answers
 /// HTTP 431.
-pub const DEFAULT_SIZE_LIMIT: usize = 15 * 1024;
+pub(crate) const DEFAULT_SIZE_LIMIT: usize = 15 * 1024;
 
 /// Most entries a chain may hold, whatever its size limit: well inside what
 /// one `http::HeaderMap` can take (about 24 000 entries), so writing a chain
 /// into a request's headers cannot overflow them.
-pub const MAX_ENTRIES: usize = 16 * 1024;
+pub(crate) const MAX_ENTRIES: usize = 16 * 1024;
 
 /// A cheap-to-clone handle (one `Arc`) to an immutable chain of outgoing
 /// metadata.
@@ -122,7 +122,20 @@ impl Default for OutgoingMetadata {
 }
 
 impl OutgoingMetadata {
-    /// An empty chain with the [default size limit](DEFAULT_SIZE_LIMIT).
+    /// Default cap on a chain's size: 15 KiB, i.e. the 16 KiB header list
+    /// a default tonic (hyper/h2) server accepts, minus 1 KiB for what tonic
+    /// and HTTP/2 add to every request (`:path`, `:authority`, `te`,
+    /// `content-type`, `user-agent`, `grpc-timeout`, ...). A chain at this
+    /// limit still reaches a default server; at a full 16 KiB the server
+    /// answers HTTP 431.
+    pub const DEFAULT_SIZE_LIMIT: usize = DEFAULT_SIZE_LIMIT;
+
+    /// Most entries a chain may hold, whatever its size limit: well inside
+    /// what one `http::HeaderMap` can take (about 24 000 entries), so
+    /// writing a chain into a request's headers cannot overflow them.
+    pub const MAX_ENTRIES: usize = MAX_ENTRIES;
+
+    /// An empty chain with the [default size limit](Self::DEFAULT_SIZE_LIMIT).
     /// Does not allocate.
     pub const fn new() -> Self {
         Self::with_limit(DEFAULT_SIZE_LIMIT)
@@ -263,7 +276,7 @@ impl OutgoingMetadata {
     }
 
     /// Refuses growth from `len` entries / `size` bytes by `added_len` /
-    /// `added_size` past [`MAX_ENTRIES`] or the size limit.
+    /// `added_size` past [`MAX_ENTRIES`](Self::MAX_ENTRIES) or the size limit.
     #[inline]
     fn check_growth(
         &self,
@@ -422,7 +435,7 @@ impl OutgoingMetadata {
 
     /// The chain as a `MetadataMap`, e.g. for APIs that want one.
     ///
-    /// Cannot fail: a chain holds at most [`MAX_ENTRIES`] entries, which a
+    /// Cannot fail: a chain holds at most [`MAX_ENTRIES`](Self::MAX_ENTRIES) entries, which a
     /// fresh map always has room for.
     pub fn to_metadata_map(&self) -> MetadataMap {
         let mut headers = HeaderMap::new();

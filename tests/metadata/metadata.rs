@@ -374,7 +374,7 @@ async fn full_chain_at_the_default_limit_arrives_whole() {
 async fn headers_that_cannot_take_the_chain_fail_the_call_with_a_clear_status() {
     let mut client = client().await;
     let mut chain = OutgoingMetadata::with_limit(usize::MAX);
-    for i in 0..tonic_hotpath::metadata::MAX_ENTRIES {
+    for i in 0..tonic_hotpath::metadata::OutgoingMetadata::MAX_ENTRIES {
         chain = chain.append(&format!("x-c{i}"), "v").unwrap();
     }
     let mut request = with_chain(chain);

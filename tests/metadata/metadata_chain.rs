@@ -6,9 +6,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use proptest::prelude::*;
 use tonic::metadata::{Ascii, MetadataKey, MetadataMap, MetadataValue};
-use tonic_hotpath::metadata::{
-    DEFAULT_SIZE_LIMIT, MAX_ENTRIES, MetadataEntry, MetadataError, OutgoingMetadata,
-};
+use tonic_hotpath::metadata::{MetadataEntry, MetadataError, OutgoingMetadata};
 
 /// The chain's FIFO read as owned pairs.
 fn pairs(chain: &OutgoingMetadata) -> Vec<(String, String)> {
@@ -225,7 +223,7 @@ fn every_invalid_key_and_value_class_is_an_error_and_appends_nothing() {
         (chain.append_static("bad key", "v"), "bad static key"),
         (chain.append(&"k".repeat(70_000), "v"), "key too long"),
         (
-            chain.append("x-big", &"v".repeat(DEFAULT_SIZE_LIMIT)),
+            chain.append("x-big", &"v".repeat(OutgoingMetadata::DEFAULT_SIZE_LIMIT)),
             "size limit",
         ),
     ];
@@ -324,21 +322,21 @@ fn size_limit_counts_name_value_and_32_per_entry() {
 fn entry_count_is_capped_below_what_a_header_map_takes() {
     let entry = MetadataEntry::from_static("x", "").unwrap();
     let mut chain = OutgoingMetadata::with_limit(usize::MAX);
-    for _ in 0..MAX_ENTRIES {
+    for _ in 0..OutgoingMetadata::MAX_ENTRIES {
         chain = chain.append_entry(entry.clone()).unwrap();
     }
     assert_eq!(
         chain.append_entry(entry).unwrap_err(),
         MetadataError::TooManyEntries {
-            limit: MAX_ENTRIES,
-            len: MAX_ENTRIES + 1
+            limit: OutgoingMetadata::MAX_ENTRIES,
+            len: OutgoingMetadata::MAX_ENTRIES + 1
         }
     );
     // It still fits a fresh request's headers.
     let mut headers = HeaderMap::new();
     chain.write_to(&mut headers).unwrap();
-    assert_eq!(headers.len(), MAX_ENTRIES);
-    assert_eq!(chain.to_metadata_map().len(), MAX_ENTRIES);
+    assert_eq!(headers.len(), OutgoingMetadata::MAX_ENTRIES);
+    assert_eq!(chain.to_metadata_map().len(), OutgoingMetadata::MAX_ENTRIES);
 }
 
 #[test]
@@ -357,14 +355,14 @@ fn writing_into_headers_that_cannot_take_the_chain_fails_and_writes_nothing() {
     }
     let before = headers.len();
     let mut chain = OutgoingMetadata::with_limit(usize::MAX);
-    for i in 0..MAX_ENTRIES {
+    for i in 0..OutgoingMetadata::MAX_ENTRIES {
         chain = chain.append(&format!("x-{i}"), "v").unwrap();
     }
     assert_eq!(
         chain.write_to(&mut headers),
         Err(MetadataError::HeadersFull {
             existing: before,
-            adding: MAX_ENTRIES
+            adding: OutgoingMetadata::MAX_ENTRIES
         })
     );
     assert_eq!(headers.len(), before);
@@ -374,7 +372,7 @@ fn writing_into_headers_that_cannot_take_the_chain_fails_and_writes_nothing() {
 fn very_long_chains_drop_without_recursion() {
     let entry = MetadataEntry::from_static("x-n", "1").unwrap();
     let mut chain = OutgoingMetadata::with_limit(usize::MAX);
-    for _ in 0..MAX_ENTRIES {
+    for _ in 0..OutgoingMetadata::MAX_ENTRIES {
         chain = chain.append_entry(entry.clone()).unwrap();
     }
     // Drop on a small stack: a recursive drop of 16 Ki nodes would overflow.
