@@ -58,6 +58,15 @@
 //! socket options, the TLS cipher suite, Unix socket paths. The handlers'
 //! docs say exactly what each counter counts.
 //!
+//! The client's certificate comes from tonic's `TlsConnectInfo`, which
+//! tonic compiles only behind its private `_tls-any` feature (turned on by
+//! each of its public TLS features). So the `channelz` feature turns
+//! `_tls-any` on: without it, channelz could not read a certificate on a
+//! server whose TLS feature is on, and a crate feature cannot depend on
+//! whether another crate turned a feature on. It adds tokio-rustls (no
+//! crypto provider) to the tree; the TLS itself stays the application's
+//! choice.
+//!
 //! # Ids and memory
 //!
 //! Ids come from one counter for the process: unique, never reused, and
