@@ -58,14 +58,14 @@
 //! socket options, the TLS cipher suite, Unix socket paths. The handlers'
 //! docs say exactly what each counter counts.
 //!
-//! The client's certificate comes from tonic's `TlsConnectInfo`, which
-//! tonic compiles only behind its private `_tls-any` feature (turned on by
-//! each of its public TLS features). So the `channelz` feature turns
-//! `_tls-any` on: without it, channelz could not read a certificate on a
-//! server whose TLS feature is on, and a crate feature cannot depend on
-//! whether another crate turned a feature on. It adds tokio-rustls (no
-//! crypto provider) to the tree; the TLS itself stays the application's
-//! choice.
+//! The client's certificate comes from tonic's `TlsConnectInfo`. tonic
+//! 0.14 compiles that type under its public `tls-connect-info` feature but
+//! exports it (`tonic::transport::server::TlsConnectInfo`) only under its
+//! private `_tls-any` (which each of its TLS features turns on), and a
+//! crate cannot see which features another crate's user turned on. So the
+//! `channelz` feature turns `_tls-any` on, to name the type whatever TLS
+//! feature the application picks. It adds tokio-rustls without a crypto
+//! provider; the TLS itself stays the application's choice.
 //!
 //! # Ids and memory
 //!
