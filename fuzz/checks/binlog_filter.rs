@@ -3,7 +3,7 @@
 //! lookup as grpc-go's, against a literal port of grpc-go's parser (its
 //! own regular expressions) from the crate's tests.
 
-use tonic_hotpath::binlog::{Filter, Limits};
+use tonic_hotpath::binlog::{Filter, LogLimits};
 
 #[path = "../../tests/binlog/grpc_go_filter.rs"]
 mod go;
@@ -41,7 +41,7 @@ pub fn check(data: &[u8]) {
     for path in clause_paths.chain(given) {
         let want = theirs
             .get_method_logger(&path)
-            .map(|(header, message)| Limits { header, message });
+            .map(|(header, message)| LogLimits { header, message });
         assert_eq!(ours.lookup(&path), want, "{config:?} {path:?}");
     }
 }

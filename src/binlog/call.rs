@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use tonic::Code;
 
-use super::filter::Limits;
+use super::filter::LogLimits;
 use super::metadata::{metadata, status_details, truncate_metadata};
 use super::proto::grpc_log_entry::{EventType, Logger, Payload as EntryPayload};
 use super::proto::{Address, ClientHeader, GrpcLogEntry, Message, Metadata, ServerHeader, Trailer};
@@ -20,7 +20,7 @@ use crate::wire;
 pub(crate) struct CallStart {
     pub(crate) call_id: u64,
     pub(crate) side: Side,
-    pub(crate) limits: Limits,
+    pub(crate) limits: LogLimits,
     pub(crate) method: Box<str>,
     pub(crate) authority: Option<Box<str>>,
     pub(crate) peer: Option<Address>,

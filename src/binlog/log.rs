@@ -152,7 +152,7 @@ impl BinaryLogBuilder {
     /// dropped and counted.
     #[must_use]
     pub fn queue_capacity(mut self, entries: usize) -> Self {
-        self.options = self.options.with_capacity(entries);
+        self.options = self.options.queue_capacity(entries);
         self
     }
 

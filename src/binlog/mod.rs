@@ -19,7 +19,7 @@ mod filter;
 mod log;
 pub(crate) mod metadata;
 
-pub use filter::{Filter, FilterError, Limits};
+pub use filter::{Filter, FilterError, LogLimits};
 pub use log::{BinaryLog, BinaryLogBuilder, CallLog};
 
 // Where entries go: the sink trait and the framings (the bottom floor),

@@ -24,7 +24,7 @@ use crate::stats::ShardedCounter;
 /// use tonic_hotpath::binlog::WriterOptions;
 ///
 /// let options = WriterOptions::default()
-///     .with_capacity(1024)
+///     .queue_capacity(1024)
 ///     .with_flush_interval(Duration::from_millis(200));
 /// assert_eq!(options.capacity, 1024);
 /// ```
@@ -55,7 +55,7 @@ impl Default for WriterOptions {
 impl WriterOptions {
     /// Sets [`capacity`](Self::capacity).
     #[must_use]
-    pub fn with_capacity(mut self, capacity: usize) -> Self {
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self
     }

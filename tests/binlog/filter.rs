@@ -8,14 +8,14 @@ use std::hint::black_box;
 use std::process::Command;
 
 use proptest::prelude::*;
-use tonic_hotpath::binlog::{Filter, FilterError, Limits};
+use tonic_hotpath::binlog::{Filter, FilterError, LogLimits};
 
 use crate::alloc_count;
 
-const MAX: u64 = Limits::UNLIMITED;
+const MAX: u64 = LogLimits::UNLIMITED;
 
-fn limits(header: u64, message: u64) -> Option<Limits> {
-    Some(Limits { header, message })
+fn limits(header: u64, message: u64) -> Option<LogLimits> {
+    Some(LogLimits { header, message })
 }
 
 fn parse(config: &str) -> Filter {
@@ -108,7 +108,10 @@ fn exclusions() {
         assert_eq!(filter.lookup(&format!("/{method}")), None);
         let filter = parse(&format!("*,-{method}"));
         assert_eq!(filter.lookup(&format!("/{method}")), None);
-        assert_eq!(filter.lookup(&format!("/{method}2")), Some(Limits::full()));
+        assert_eq!(
+            filter.lookup(&format!("/{method}2")),
+            Some(LogLimits::full())
+        );
     }
 }
 
@@ -180,7 +183,7 @@ fn request_paths() {
     // everything up to the last '/' (which may leave either part empty).
     let all = Filter::all();
     for path in ["/s/m", "/p.s/m", "/a/b/c", "//", "/s/", "//m", "/s/m/"] {
-        assert_eq!(all.lookup(path), Some(Limits::full()), "{path:?}");
+        assert_eq!(all.lookup(path), Some(LogLimits::full()), "{path:?}");
     }
     for path in ["", "/", "s/m", "/s", "/sm", "pkg.Svc/Get", " /s/m"] {
         assert_eq!(all.lookup(path), None, "{path:?}");
@@ -195,18 +198,18 @@ fn request_paths() {
     assert_eq!(filter.lookup("/a/b/c/d"), None);
 
     // The empty method of "/s/" falls to `s/*` (no clause can name it).
-    assert_eq!(parse("s/*").lookup("/s/"), Some(Limits::full()));
+    assert_eq!(parse("s/*").lookup("/s/"), Some(LogLimits::full()));
     assert_eq!(parse("s/m").lookup("/s/"), None);
 
     // A clause with a leading '/' is accepted, as by grpc-go; its service
     // is "/s", which only the path "//s/m" has.
     let filter = parse("/s/m");
     assert_eq!(filter.lookup("/s/m"), None);
-    assert_eq!(filter.lookup("//s/m"), Some(Limits::full()));
+    assert_eq!(filter.lookup("//s/m"), Some(LogLimits::full()));
 
     // Names are matched exactly: case and all.
     let filter = parse("pkg.Svc/Get");
-    assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(Limits::full()));
+    assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
     for path in [
         "/pkg.svc/Get",
         "/pkg.Svc/get",
@@ -225,8 +228,8 @@ fn all_is_star() {
         assert_eq!(Filter::all().lookup(path), star.lookup(path), "{path:?}");
     }
     assert_eq!(
-        Limits::full(),
-        Limits {
+        LogLimits::full(),
+        LogLimits {
             header: u64::MAX,
             message: u64::MAX
         }
@@ -600,24 +603,24 @@ fn refused_like_grpc_go() {
 
 #[test]
 fn accepted_edges() {
-    let cases: &[(&str, &str, Option<Limits>)] = &[
-        // Limits up to u64::MAX, leading zeros, and 0 (logged, with no bytes).
+    let cases: &[(&str, &str, Option<LogLimits>)] = &[
+        // LogLimits up to u64::MAX, leading zeros, and 0 (logged, with no bytes).
         ("s/m{h:18446744073709551615}", "/s/m", limits(MAX, 0)),
         ("s/m{h:007;m:0}", "/s/m", limits(7, 0)),
         ("s/m{h:0}", "/s/m", limits(0, 0)),
         ("s/m{h:0;m:0}", "/s/m", limits(0, 0)),
         ("*{m:1}", "/any/thing", limits(0, 1)),
         // Service and method names: ASCII letters, digits, '_' ('.' and '/' in services).
-        ("_/_", "/_/_", Some(Limits::full())),
-        ("0.9/1", "/0.9/1", Some(Limits::full())),
-        ("a./..//b", "/a./..//b", Some(Limits::full())),
+        ("_/_", "/_/_", Some(LogLimits::full())),
+        ("0.9/1", "/0.9/1", Some(LogLimits::full())),
+        ("a./..//b", "/a./..//b", Some(LogLimits::full())),
         (
             "grpc.health.v1.Health/*",
             "/grpc.health.v1.Health/Watch",
-            Some(Limits::full()),
+            Some(LogLimits::full()),
         ),
         // Every clause kind once, plus exclusions of service/* methods.
-        ("*,s/*,s/m,-s/x,-t/x", "/s/m", Some(Limits::full())),
+        ("*,s/*,s/m,-s/x,-t/x", "/s/m", Some(LogLimits::full())),
     ];
     for &(config, method, want) in cases {
         assert_eq!(parse(config).lookup(method), want, "{config}");
@@ -707,7 +710,7 @@ fn lookup_does_not_allocate() {
     }
     assert_eq!(big.lookup("/svc1/m"), limits(1, 0));
     assert_eq!(big.lookup("/svc2/m"), None);
-    assert_eq!(big.lookup("/svc3/x"), Some(Limits::full()));
+    assert_eq!(big.lookup("/svc3/x"), Some(LogLimits::full()));
 }
 
 /// Set in the environment of the child processes `from_env` starts.
@@ -717,7 +720,7 @@ const CHILD: &str = "TONIC_HOTPATH_BINLOG_FILTER_CHILD";
 type FromEnv = Result<Option<Filter>, FilterError>;
 
 /// What the child prints: `from_env`'s result, as lookups of three methods.
-fn from_env_summary(result: FromEnv) -> Result<Option<[Option<Limits>; 3]>, String> {
+fn from_env_summary(result: FromEnv) -> Result<Option<[Option<LogLimits>; 3]>, String> {
     result
         .map(|filter| filter.map(|filter| ["/s/m", "/s/x", "/t/m"].map(|m| filter.lookup(m))))
         .map_err(|err| err.to_string())
@@ -871,7 +874,7 @@ proptest! {
                 [format!("/{clause}"), format!("/{name}"), format!("/{}", name.replace('*', "x"))]
             });
             for path in clause_paths.chain(paths) {
-                let want = go.get_method_logger(&path).map(|(header, message)| Limits { header, message });
+                let want = go.get_method_logger(&path).map(|(header, message)| LogLimits { header, message });
                 prop_assert_eq!(ours.lookup(&path), want, "{:?} {:?}", config, path);
             }
         }

@@ -1,6 +1,6 @@
 //! Which RPCs binary logging records, and how much of each: grpc-go's
 //! `GRPC_BINARY_LOG_FILTER` syntax (gRFC A16), parsed into a [`Filter`]
-//! (whose docs give the syntax), looked up per RPC as [`Limits`], refused
+//! (whose docs give the syntax), looked up per RPC as [`LogLimits`], refused
 //! as a [`FilterError`].
 
 mod parse;
@@ -13,21 +13,21 @@ use parse::Clause;
 /// How much of a logged RPC to write: bytes of header metadata and bytes of
 /// each message's data.
 ///
-/// [`Limits::UNLIMITED`] logs a part in full; `0` still writes its entries,
+/// [`LogLimits::UNLIMITED`] logs a part in full; `0` still writes its entries,
 /// with no metadata or message bytes (a message's length is always logged).
 ///
 /// ```
-/// use tonic_hotpath::binlog::{Filter, Limits};
+/// use tonic_hotpath::binlog::{Filter, LogLimits};
 ///
 /// let filter = Filter::parse("*{h:4096;m}")?;
 /// assert_eq!(
 ///     filter.lookup("/pkg.Svc/Get"),
-///     Some(Limits { header: 4096, message: Limits::UNLIMITED }),
+///     Some(LogLimits { header: 4096, message: LogLimits::UNLIMITED }),
 /// );
 /// # Ok::<(), tonic_hotpath::binlog::FilterError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct LogLimits {
     /// The most bytes of metadata (keys plus values) kept in each client
     /// header, server header and trailer entry.
     pub header: u64,
@@ -35,26 +35,26 @@ pub struct Limits {
     pub message: u64,
 }
 
-impl Limits {
+impl LogLimits {
     /// No limit: the part is logged in full (grpc-go's `maxUInt`).
     ///
     /// ```
-    /// use tonic_hotpath::binlog::Limits;
+    /// use tonic_hotpath::binlog::LogLimits;
     ///
-    /// assert_eq!(Limits::UNLIMITED, u64::MAX);
+    /// assert_eq!(LogLimits::UNLIMITED, u64::MAX);
     /// ```
     pub const UNLIMITED: u64 = u64::MAX;
 
     /// Headers and messages in full: what a clause with no suffix logs.
     ///
     /// ```
-    /// use tonic_hotpath::binlog::{Filter, Limits};
+    /// use tonic_hotpath::binlog::{Filter, LogLimits};
     ///
     /// assert_eq!(
-    ///     Limits::full(),
-    ///     Limits { header: Limits::UNLIMITED, message: Limits::UNLIMITED },
+    ///     LogLimits::full(),
+    ///     LogLimits { header: LogLimits::UNLIMITED, message: LogLimits::UNLIMITED },
     /// );
-    /// assert_eq!(Filter::parse("pkg.Svc/Get")?.lookup("/pkg.Svc/Get"), Some(Limits::full()));
+    /// assert_eq!(Filter::parse("pkg.Svc/Get")?.lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
     /// # Ok::<(), tonic_hotpath::binlog::FilterError>(())
     /// ```
     #[must_use]
@@ -103,14 +103,14 @@ impl Limits {
 /// act on.)
 ///
 /// ```
-/// use tonic_hotpath::binlog::{Filter, Limits};
+/// use tonic_hotpath::binlog::{Filter, LogLimits};
 ///
 /// let filter = Filter::parse("pkg.Svc/*,-pkg.Svc/Health,pkg.Svc/Upload{h;m:256}")?;
-/// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(Limits::full()));
+/// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
 /// assert_eq!(filter.lookup("/pkg.Svc/Health"), None);
 /// assert_eq!(
 ///     filter.lookup("/pkg.Svc/Upload"),
-///     Some(Limits { header: Limits::UNLIMITED, message: 256 }),
+///     Some(LogLimits { header: LogLimits::UNLIMITED, message: 256 }),
 /// );
 /// assert_eq!(filter.lookup("/other.Svc/Get"), None);
 ///
@@ -118,7 +118,7 @@ impl Limits {
 /// let filter = Filter::parse("*{h},pkg.Svc/*,-pkg.Svc/Health")?;
 /// assert_eq!(
 ///     filter.lookup("/other.Svc/Get"),
-///     Some(Limits { header: Limits::UNLIMITED, message: 0 }),
+///     Some(LogLimits { header: LogLimits::UNLIMITED, message: 0 }),
 /// );
 /// assert_eq!(filter.lookup("/pkg.Svc/Health"), None);
 /// # Ok::<(), tonic_hotpath::binlog::FilterError>(())
@@ -128,11 +128,11 @@ pub struct Filter {
     /// `Service/Method` clauses (`Some`) and exclusions (`None`), keyed by
     /// `Service/Method`: the request path without its leading `/`. A method
     /// is never both (the parser refuses it), so one map serves both.
-    methods: HashMap<Box<str>, Option<Limits>>,
+    methods: HashMap<Box<str>, Option<LogLimits>>,
     /// `Service/*` clauses, keyed by service.
-    services: HashMap<Box<str>, Limits>,
+    services: HashMap<Box<str>, LogLimits>,
     /// The `*` clause.
-    all: Option<Limits>,
+    all: Option<LogLimits>,
 }
 
 impl Filter {
@@ -148,10 +148,10 @@ impl Filter {
     /// [`FilterError::Empty`].
     ///
     /// ```
-    /// use tonic_hotpath::binlog::{Filter, FilterError, Limits};
+    /// use tonic_hotpath::binlog::{Filter, FilterError, LogLimits};
     ///
     /// let filter = Filter::parse("pkg.Svc/*,-pkg.Svc/Health")?;
-    /// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(Limits::full()));
+    /// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
     /// assert_eq!(filter.lookup("/pkg.Svc/Health"), None);
     ///
     /// // An exclusion takes no suffix.
@@ -257,16 +257,16 @@ impl Filter {
     /// Logs every method in full: the filter `*`.
     ///
     /// ```
-    /// use tonic_hotpath::binlog::{Filter, Limits};
+    /// use tonic_hotpath::binlog::{Filter, LogLimits};
     ///
-    /// assert_eq!(Filter::all().lookup("/pkg.Svc/Get"), Some(Limits::full()));
+    /// assert_eq!(Filter::all().lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
     /// ```
     #[must_use]
     pub fn all() -> Self {
         Self {
             methods: HashMap::new(),
             services: HashMap::new(),
-            all: Some(Limits::full()),
+            all: Some(LogLimits::full()),
         }
     }
 
@@ -279,20 +279,20 @@ impl Filter {
     /// nothing.
     ///
     /// ```
-    /// use tonic_hotpath::binlog::{Filter, Limits};
+    /// use tonic_hotpath::binlog::{Filter, LogLimits};
     ///
     /// let filter = Filter::parse("*{h:1;m:2},pkg.Svc/*{m},pkg.Svc/Get")?;
-    /// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(Limits::full()));
+    /// assert_eq!(filter.lookup("/pkg.Svc/Get"), Some(LogLimits::full()));
     /// assert_eq!(
     ///     filter.lookup("/pkg.Svc/Put"),
-    ///     Some(Limits { header: 0, message: Limits::UNLIMITED }),
+    ///     Some(LogLimits { header: 0, message: LogLimits::UNLIMITED }),
     /// );
-    /// assert_eq!(filter.lookup("/a.B/C"), Some(Limits { header: 1, message: 2 }));
+    /// assert_eq!(filter.lookup("/a.B/C"), Some(LogLimits { header: 1, message: 2 }));
     /// assert_eq!(filter.lookup("pkg.Svc/Get"), None);
     /// # Ok::<(), tonic_hotpath::binlog::FilterError>(())
     /// ```
     #[must_use]
-    pub fn lookup(&self, method: &str) -> Option<Limits> {
+    pub fn lookup(&self, method: &str) -> Option<LogLimits> {
         // grpc-go's grpcutil.ParseMethod, then its methods, exclusions,
         // services and `*` in that order. Its method key, service + "/" +
         // method, is the path without its leading '/'.

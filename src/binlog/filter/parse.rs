@@ -3,17 +3,17 @@
 //! refused. grpc-go matches a clause with regular expressions; this matches
 //! the same strings by hand (`tests/binlog/filter.rs` checks the two agree).
 
-use super::{FilterError, Limits};
+use super::{FilterError, LogLimits};
 
 /// A clause, borrowing from the filter's text.
 pub(super) enum Clause<'a> {
     /// `*{..}`.
-    All(Limits),
+    All(LogLimits),
     /// `Service/*{..}`: the service.
-    Service(&'a str, Limits),
+    Service(&'a str, LogLimits),
     /// `Service/Method{..}` (`Some`) or `-Service/Method` (`None`), keyed by
     /// `Service/Method`.
-    Method(&'a str, Option<Limits>),
+    Method(&'a str, Option<LogLimits>),
 }
 
 /// Parses the clause at `position` (from 1), checking it alone; the caller
@@ -126,9 +126,9 @@ fn split(text: &str) -> Option<Split<'_>> {
 /// grpc-go's `parseHeaderMessageLengthConfig`: `""` (both in full), or
 /// `{h}`, `{h:N}`, `{m}`, `{m:M}`, or `{h;m}` with optional `:N` and `:M`.
 /// As there, the whole suffix is matched before any number is converted.
-fn limits(clause: &str, suffix: &str) -> Result<Limits, FilterError> {
+fn limits(clause: &str, suffix: &str) -> Result<LogLimits, FilterError> {
     if suffix.is_empty() {
-        return Ok(Limits::full());
+        return Ok(LogLimits::full());
     }
     let bad = || FilterError::Suffix {
         clause: clause.to_owned(),
@@ -149,14 +149,14 @@ fn limits(clause: &str, suffix: &str) -> Result<Limits, FilterError> {
         ),
     };
     let number = |digits: Option<&str>| match digits {
-        None => Ok(Limits::UNLIMITED),
+        None => Ok(LogLimits::UNLIMITED),
         // Only ASCII digits, so the one failure left is overflow.
         Some(digits) => digits.parse().map_err(|_| FilterError::Number {
             clause: clause.to_owned(),
             number: digits.to_owned(),
         }),
     };
-    Ok(Limits {
+    Ok(LogLimits {
         header: number(header)?,
         message: number(message)?,
     })

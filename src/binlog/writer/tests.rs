@@ -86,7 +86,7 @@ fn full_queue_drops_and_counts_exactly_without_blocking() {
         ..RecordingSink::default()
     };
     let written = Arc::clone(&sink.written);
-    let options = WriterOptions::default().with_capacity(4);
+    let options = WriterOptions::default().queue_capacity(4);
     let writer = EntryWriter::spawn(Box::new(sink), options).unwrap();
 
     // Entry 0 is taken off the queue; the sink holds the thread in it.
@@ -115,7 +115,7 @@ fn shutdown_writes_every_queued_entry() {
     let dir = TempDir::new("shutdown");
     let path = dir.0.join("log.bin");
     let sink = FileSink::create(&path, Framing::Grpc).unwrap();
-    let options = WriterOptions::default().with_capacity(10_000);
+    let options = WriterOptions::default().queue_capacity(10_000);
     let writer = EntryWriter::spawn(Box::new(sink), options).unwrap();
     for call_id in 0..10_000 {
         writer.try_send(entry(call_id));
@@ -219,7 +219,7 @@ fn a_flush_requested_on_a_full_queue_is_served_once_it_empties() {
         flushes: Arc::clone(&flushes),
     };
     let options = WriterOptions::default()
-        .with_capacity(2)
+        .queue_capacity(2)
         .with_flush_interval(Duration::from_secs(3600));
     let writer = EntryWriter::spawn(Box::new(sink), options).unwrap();
     writer.try_send(entry(0));
@@ -248,7 +248,7 @@ fn write_errors_are_counted_and_the_writer_goes_on() {
         }
     }
 
-    let options = WriterOptions::default().with_capacity(100);
+    let options = WriterOptions::default().queue_capacity(100);
     let writer = EntryWriter::spawn(Box::new(FlakySink(0)), options).unwrap();
     for call_id in 0..10 {
         writer.try_send(entry(call_id));
@@ -274,7 +274,7 @@ fn a_panicking_sink_fails_its_entries_only() {
 
     let written = Arc::new(Mutex::new(Vec::new()));
     let sink = PanickySink(Arc::clone(&written));
-    let options = WriterOptions::default().with_capacity(100);
+    let options = WriterOptions::default().queue_capacity(100);
     let writer = EntryWriter::spawn(Box::new(sink), options).unwrap();
     for call_id in 0..6 {
         writer.try_send(entry(call_id));
@@ -299,7 +299,7 @@ fn concurrent_senders_and_shutdown_account_for_every_entry() {
     let writer = Arc::new(
         EntryWriter::spawn(
             Box::new(RecordingSink::default()),
-            WriterOptions::default().with_capacity(64),
+            WriterOptions::default().queue_capacity(64),
         )
         .unwrap(),
     );
