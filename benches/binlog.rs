@@ -118,16 +118,22 @@ fn excluded() -> BinaryLog {
         None,
         "the echo method is excluded"
     );
-    BinaryLog::new(filter, Discard::default()).expect("writer thread")
+    BinaryLog::builder(filter, Discard::default())
+        .build()
+        .expect("writer thread")
 }
 
 fn logged_discard() -> BinaryLog {
-    BinaryLog::new(Filter::all(), Discard::default()).expect("writer thread")
+    BinaryLog::builder(Filter::all(), Discard::default())
+        .build()
+        .expect("writer thread")
 }
 
 fn logged_dev_null() -> BinaryLog {
     let sink = FileSink::create("/dev/null", Framing::Grpc).expect("open /dev/null");
-    BinaryLog::new(Filter::all(), sink).expect("writer thread")
+    BinaryLog::builder(Filter::all(), sink)
+        .build()
+        .expect("writer thread")
 }
 
 /// Entries the log has taken off its queue so far: written, dropped or

@@ -23,7 +23,7 @@ use tower::ServiceBuilder;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let filter = Filter::from_env()?.unwrap_or_else(Filter::all);
     let path = std::env::temp_dir().join(format!("binlog-example-{}.bin", std::process::id()));
-    let log = BinaryLog::new(filter, FileSink::create(&path, Framing::Grpc)?)?;
+    let log = BinaryLog::builder(filter, FileSink::create(&path, Framing::Grpc)?).build()?;
 
     // The server: the health service behind a layer with the log.
     let (reporter, health) = tonic_health::server::health_reporter();

@@ -178,5 +178,8 @@ async fn ids_pages_and_churn() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
-    assert_eq!(tonic_hotpath::channelz::untracked_sockets(), 0);
+    assert_eq!(
+        tonic_hotpath::channelz::ChannelzService::untracked_sockets(),
+        0
+    );
 }

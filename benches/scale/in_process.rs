@@ -264,8 +264,12 @@ mod binlog {
         let filter =
             Filter::parse("other.Service/*,-grpc.health.v1.Health/Check").expect("valid filter");
         assert_eq!(filter.lookup(CHECK_PATH), None, "the check is excluded");
-        let excluded = BinaryLog::new(filter, Discard::default()).expect("writer thread");
-        let logged = BinaryLog::new(Filter::all(), Discard::default()).expect("writer thread");
+        let excluded = BinaryLog::builder(filter, Discard::default())
+            .build()
+            .expect("writer thread");
+        let logged = BinaryLog::builder(Filter::all(), Discard::default())
+            .build()
+            .expect("writer thread");
         [
             (
                 (

@@ -43,7 +43,7 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic_hotpath::metadata::{
     OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer, OutgoingMetadataService,
 };
-use tonic_hotpath::stats::ClientStats;
+use tonic_hotpath::stats::{ClientSide, CombinedService};
 use tonic_hotpath::tenant::{OrgId, OrgIdRequestExt, RequireOrgIdLayer, SetOrgIdLayer};
 use tower::ServiceBuilder;
 
@@ -56,7 +56,8 @@ use handlers::{Handlers, SideStats};
 
 /// The gateway's client to the backend: chain written into the headers,
 /// then instrumented (so the stats see the headers as sent).
-pub type BackendClient = EchoClient<OutgoingMetadataService<ClientStats<Channel, Handlers>>>;
+pub type BackendClient =
+    EchoClient<OutgoingMetadataService<CombinedService<Channel, Handlers, ClientSide>>>;
 
 /// The tenant the client calls for.
 const ORG_ID: &str = "acme-corp";

@@ -68,7 +68,7 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // GRPC_BINARY_LOG_FILTER, or every method when it is not set.
 /// let filter = Filter::from_env()?.unwrap_or_else(Filter::all);
-/// let log = BinaryLog::new(filter, FileSink::create("/tmp/grpc.binlog", Framing::Grpc)?)?;
+/// let log = BinaryLog::builder(filter, FileSink::create("/tmp/grpc.binlog", Framing::Grpc)?).build()?;
 /// let layer = CombinedLayer::server().with(log.clone());
 /// // Server::builder().layer(layer).add_service(..).serve(..).await?;
 /// # let _ = layer;
@@ -90,14 +90,10 @@ struct Shared {
 }
 
 impl BinaryLog {
-    /// A log of the calls `filter` selects, written to `sink` with the
-    /// default queue (8 192 entries) and flush interval (1 s). Fails only
-    /// if the writer's thread cannot be started.
-    pub fn new(filter: Filter, sink: impl Sink) -> io::Result<Self> {
-        Self::builder(filter, sink).build()
-    }
-
-    /// A log configured step by step.
+    /// A log of the calls `filter` selects, written to `sink`: the
+    /// builder's defaults are an 8 192-entry queue and a 1 s flush
+    /// interval, and its [`build`](BinaryLogBuilder::build) fails only if
+    /// the writer's thread cannot be started.
     pub fn builder(filter: Filter, sink: impl Sink) -> BinaryLogBuilder {
         BinaryLogBuilder {
             filter,

@@ -16,7 +16,8 @@ use crate::stats::{ConnEvent, ConnInfo, End, RpcError, RpcEvent, RpcInfo, StatsH
 
 /// A connection's channelz socket, removed from the registry when the
 /// connection closes. Empty when the connection is not tracked (the
-/// registry was full, see [`MAX_SOCKETS`](super::MAX_SOCKETS)).
+/// registry was full, see
+/// [`ChannelzService::MAX_SOCKETS`](super::ChannelzService::MAX_SOCKETS)).
 #[derive(Debug, Default)]
 pub struct ConnSocket(Option<Arc<SocketEntity>>);
 

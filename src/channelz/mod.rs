@@ -72,10 +72,10 @@
 //! Ids come from one counter for the process: unique, never reused, and
 //! increasing in creation order. Entities leave by grpc-go's rule: a
 //! socket when its connection closes; a server or channel once its
-//! handler is dropped and its sockets are gone. At most [`MAX_SOCKETS`]
-//! sockets are tracked at once; connections past it are not (their calls
-//! still count on their server or channel) and [`untracked_sockets`]
-//! counts them.
+//! handler is dropped and its sockets are gone. At most
+//! [`ChannelzService::MAX_SOCKETS`] sockets are tracked at once;
+//! connections past it are not (their calls still count on their server
+//! or channel) and [`ChannelzService::untracked_sockets`] counts them.
 //!
 //! # Cost
 //!
@@ -106,7 +106,6 @@ pub mod proto {
 
 pub use admin::{Admin, ReflectionError};
 pub use handler::{ChannelHandler, ConnSocket, ListenSocket, RpcSocket, ServerHandler};
-pub use registry::MAX_SOCKETS;
 pub use service::ChannelzService;
 pub use tonic_health::server::HealthReporter;
 
@@ -114,9 +113,3 @@ pub use tonic_health::server::HealthReporter;
 /// and its imports, for a reflection service of the application's own
 /// (see [`Admin::without_reflection`]).
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/channelz_descriptor.bin");
-
-/// How many connections were not tracked because [`MAX_SOCKETS`] sockets
-/// were registered when they opened.
-pub fn untracked_sockets() -> u64 {
-    registry::registry().untracked_sockets()
-}

@@ -24,10 +24,9 @@ use super::entity::CallEntity;
 use super::proto;
 use super::socket::SocketEntity;
 
-/// How many sockets the registry tracks at once. Past it, new connections
-/// are not tracked (their RPCs still count on their server or channel) and
-/// [`untracked_sockets`](super::untracked_sockets) counts them.
-pub const MAX_SOCKETS: usize = 100_000;
+/// How many sockets the registry tracks at once
+/// ([`ChannelzService::MAX_SOCKETS`](super::ChannelzService::MAX_SOCKETS)).
+pub(crate) const MAX_SOCKETS: usize = 100_000;
 
 /// grpc-go's page size when a request asks for `max_results` 0.
 pub(crate) const DEFAULT_PAGE: usize = 50;

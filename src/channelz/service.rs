@@ -28,9 +28,28 @@ use super::registry::registry;
 pub struct ChannelzService;
 
 impl ChannelzService {
+    /// How many sockets the process's registry tracks at once. Past it,
+    /// new connections are not tracked (their calls still count on their
+    /// server or channel) and [`untracked_sockets`](Self::untracked_sockets)
+    /// counts them.
+    pub const MAX_SOCKETS: usize = super::registry::MAX_SOCKETS;
+
     /// The service, ready for `Server::builder().add_service(..)`.
     pub fn server() -> ChannelzServer<Self> {
         ChannelzServer::new(Self)
+    }
+
+    /// How many connections were not tracked because
+    /// [`MAX_SOCKETS`](Self::MAX_SOCKETS) sockets were registered when they
+    /// opened.
+    ///
+    /// ```
+    /// use tonic_hotpath::channelz::ChannelzService;
+    ///
+    /// assert_eq!(ChannelzService::untracked_sockets(), 0);
+    /// ```
+    pub fn untracked_sockets() -> u64 {
+        registry().untracked_sockets()
     }
 }
 

@@ -191,7 +191,7 @@ pub use event::{
 };
 pub use handler::StatsHandler;
 pub use layer::{
-    BoxError, ClientSide, ClientStats, ClientTransport, CombinedLayer, ObservedBody,
-    ResponseFuture, ServerSide, ServerStats,
+    ClientSide, ClientTransport, CombinedLayer, CombinedService, ObservedBody, ResponseFuture,
+    ServerSide,
 };
 pub use message_data::MessageData;

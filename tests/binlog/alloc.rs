@@ -63,7 +63,9 @@ async fn a_call_not_logged_allocates_as_under_a_noop_handler() {
     ] {
         let filter = Filter::parse(config).expect("valid filter");
         assert_eq!(filter.lookup(UNARY_PATH), None, "{config}");
-        let log = BinaryLog::new(filter, Discard).expect("writer thread");
+        let log = BinaryLog::builder(filter, Discard)
+            .build()
+            .expect("writer thread");
         let layer = CombinedLayer::server().with(log.clone());
         let excluded = per_rpc(&layered_echo_routes(layer)).await;
         assert_eq!(excluded, noop, "{config}");

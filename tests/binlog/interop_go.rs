@@ -164,7 +164,9 @@ fn run_go(go: &Path, log: &Path, filter: &str) -> u16 {
 /// `path`; the server's port.
 async fn run_rust(path: &Path, filter: &str, framing: Framing) -> u16 {
     let filter = Filter::parse(filter).expect("a valid filter");
-    let log = BinaryLog::new(filter, FileSink::create(path, framing).unwrap()).unwrap();
+    let log = BinaryLog::builder(filter, FileSink::create(path, framing).unwrap())
+        .build()
+        .unwrap();
     let mut script = Script::start(&log).await;
     script.run().await;
     log.shutdown().expect("the log is written");

@@ -41,7 +41,7 @@ use crate::support::{
 use tonic_hotpath::binlog::proto::grpc_log_entry::{EventType, Logger, Payload};
 use tonic_hotpath::binlog::proto::{GrpcLogEntry, Metadata, address};
 use tonic_hotpath::binlog::{BinaryLog, BinaryLogBuilder, Filter, Sink};
-use tonic_hotpath::stats::{ClientStats, Combined, CombinedLayer, ConnectAddrs};
+use tonic_hotpath::stats::{Combined, CombinedLayer, CombinedService, ConnectAddrs};
 
 pub const UNARY: &str = "/hotpath.echo.Echo/UnaryEcho";
 pub const CLIENT_STREAMING: &str = "/hotpath.echo.Echo/ClientStreamingEcho";
@@ -156,7 +156,7 @@ impl Echo for RulesEcho {
 }
 
 pub type Handlers = Combined<BinaryLog, Arc<Ends>>;
-pub type Layered = ClientStats<Channel, Handlers>;
+pub type Layered = CombinedService<Channel, Handlers, tonic_hotpath::stats::ClientSide>;
 
 /// A server of [`RulesEcho`] and a client of it, both behind one log.
 pub struct Rig {

@@ -20,7 +20,7 @@ use tower::ServiceBuilder;
 
 use crate::support::{self, Echo, EchoClient, EchoRequest, EchoResponse, EchoServer};
 use tonic_hotpath::binlog::BinaryLog;
-use tonic_hotpath::stats::{ClientStats, Combined, CombinedLayer, RpcEvent, StatsHandler};
+use tonic_hotpath::stats::{Combined, CombinedLayer, CombinedService, RpcEvent, StatsHandler};
 
 /// Call 2's `grpc-status-details-bin`: a `google.rpc.Status` (code 3, "bad
 /// request", one `Any` holding `EchoResponse{"detail"}`), 74 bytes.
@@ -155,7 +155,8 @@ pub async fn serve(log: &BinaryLog, ends: &Arc<Ends>, echo: ScriptEcho) -> Socke
     addr
 }
 
-type Layered = ClientStats<Channel, Combined<BinaryLog, Arc<Ends>>>;
+type Layered =
+    CombinedService<Channel, Combined<BinaryLog, Arc<Ends>>, tonic_hotpath::stats::ClientSide>;
 
 /// A tonic client of `addr` behind `log` (its channel made by the layer's
 /// connector, so the server's address is known) and an end counter.

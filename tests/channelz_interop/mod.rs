@@ -26,7 +26,8 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
 use tonic_hotpath::channelz::{ChannelHandler, ListenSocket, ServerHandler, proto};
-use tonic_hotpath::stats::{BoxError, ClientStats, CombinedLayer};
+use tonic_hotpath::stats::{CombinedLayer, CombinedService};
+use tower::BoxError;
 use tower::ServiceExt;
 
 use crate::go_interop::{go_available, go_build, go_program};
@@ -131,7 +132,7 @@ pub async fn rust_server(health: bool) -> RustServer {
 /// connector makes, each connection's local address recorded (from the
 /// socket itself, not from channelz).
 pub struct RustChannel {
-    pub service: ClientStats<Channel, ChannelHandler>,
+    pub service: CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>,
     pub id: i64,
     pub subchannel_id: i64,
     pub local_addrs: Arc<Mutex<Vec<SocketAddr>>>,
@@ -173,7 +174,10 @@ impl RustChannel {
         }
     }
 
-    pub fn echo(&self) -> EchoClient<ClientStats<Channel, ChannelHandler>> {
+    pub fn echo(
+        &self,
+    ) -> EchoClient<CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>>
+    {
         EchoClient::new(self.service.clone())
     }
 

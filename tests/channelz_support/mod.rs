@@ -16,7 +16,7 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
 use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler, proto};
-use tonic_hotpath::stats::{ClientStats, CombinedLayer};
+use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 
 use crate::support::{
     Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
@@ -128,7 +128,11 @@ pub async fn channelz_client(addr: SocketAddr) -> ChannelzClient<Channel> {
 /// client and the channel's id and subchannel id.
 pub async fn channel_client(
     endpoint: Endpoint,
-) -> (EchoClient<ClientStats<Channel, ChannelHandler>>, i64, i64) {
+) -> (
+    EchoClient<CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>>,
+    i64,
+    i64,
+) {
     let handler = ChannelHandler::new(endpoint.uri().to_string());
     let (id, sub) = (handler.id(), handler.subchannel_id());
     let layer = CombinedLayer::client().with(handler);

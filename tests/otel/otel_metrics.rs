@@ -16,7 +16,7 @@ use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::otel::{OtelMetrics, OtelMetricsBuilder, OtelMetricsError};
-use tonic_hotpath::stats::{ClientStats, CombinedLayer};
+use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 
 const SERVICE: &str = "hotpath.echo.Echo";
 const UNARY: &str = "hotpath.echo.Echo/UnaryEcho";
@@ -29,7 +29,10 @@ async fn pair<S>(
     service: EchoServer<S>,
     server: OtelMetrics,
     client: OtelMetricsBuilder,
-) -> (EchoClient<ClientStats<Channel, OtelMetrics>>, String)
+) -> (
+    EchoClient<CombinedService<Channel, OtelMetrics, tonic_hotpath::stats::ClientSide>>,
+    String,
+)
 where
     S: support::Echo,
 {
@@ -57,7 +60,11 @@ where
 /// into a new [`Sdk`].
 async fn registered_pair<S: support::Echo>(
     service: S,
-) -> (Sdk, EchoClient<ClientStats<Channel, OtelMetrics>>, String) {
+) -> (
+    Sdk,
+    EchoClient<CombinedService<Channel, OtelMetrics, tonic_hotpath::stats::ClientSide>>,
+    String,
+) {
     let sdk = Sdk::new();
     let server = sdk.metrics().with_service(SERVICE).build().unwrap();
     let client = sdk.metrics().with_service(SERVICE);

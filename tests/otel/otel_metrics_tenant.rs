@@ -18,7 +18,7 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 use tonic_hotpath::otel::{OtelMetrics, OtelMetricsBuilder, TenantAttribute};
-use tonic_hotpath::stats::{ClientStats, CombinedLayer, Side};
+use tonic_hotpath::stats::{CombinedLayer, CombinedService, Side};
 
 const SERVICE: &str = "hotpath.echo.Echo";
 const UNARY: &str = "hotpath.echo.Echo/UnaryEcho";
@@ -40,7 +40,7 @@ const CLIENT: [&str; 5] = [
     "grpc.client.call.duration",
 ];
 
-type Client = EchoClient<ClientStats<Channel, OtelMetrics>>;
+type Client = EchoClient<CombinedService<Channel, OtelMetrics, tonic_hotpath::stats::ClientSide>>;
 
 /// The echo service with `server` metrics on 127.0.0.1, and a client with
 /// `client` metrics; both learn the echo methods through their service,

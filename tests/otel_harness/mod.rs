@@ -232,7 +232,11 @@ pub async fn client(
     addr: SocketAddr,
 ) -> EchoClient<
     tonic_hotpath::metadata::OutgoingMetadataService<
-        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, OtelTracing<SdkTracer>>,
+        tonic_hotpath::stats::CombinedService<
+            tonic::transport::Channel,
+            OtelTracing<SdkTracer>,
+            tonic_hotpath::stats::ClientSide,
+        >,
     >,
 > {
     let layer = CombinedLayer::client().with(propagation.handler(provider));

@@ -80,7 +80,11 @@ where
 pub async fn layered_pair<S, C>(
     server_handler: Arc<S>,
     client_handler: Arc<C>,
-) -> tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<C>>
+) -> tonic_hotpath::stats::CombinedService<
+    tonic::transport::Channel,
+    Arc<C>,
+    tonic_hotpath::stats::ClientSide,
+>
 where
     S: tonic_hotpath::stats::StatsHandler,
     C: tonic_hotpath::stats::StatsHandler,

@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 use tonic_hotpath::stats::{
-    ClientSide, ClientStats, CombinedLayer, ConnEvent, ConnInfo, RpcEvent, RpcInfo, ServerSide,
+    ClientSide, CombinedLayer, CombinedService, ConnEvent, ConnInfo, RpcEvent, RpcInfo, ServerSide,
     Side, StatsHandler,
 };
 use tower::ServiceBuilder;
@@ -151,7 +151,7 @@ where
     addr
 }
 
-type Client<H> = EchoClient<ClientStats<Channel, H>>;
+type Client<H> = EchoClient<CombinedService<Channel, H, tonic_hotpath::stats::ClientSide>>;
 
 /// A client over a `Channel` whose connector (the layer's) reports
 /// connection events.

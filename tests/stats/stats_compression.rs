@@ -59,7 +59,11 @@ async fn compressing_pair(
     Arc<EventLog>,
     Arc<EventLog>,
     support::EchoClient<
-        tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<EventLog>>,
+        tonic_hotpath::stats::CombinedService<
+            tonic::transport::Channel,
+            Arc<EventLog>,
+            tonic_hotpath::stats::ClientSide,
+        >,
     >,
 ) {
     let server_log = Arc::new(EventLog::default());

@@ -90,7 +90,13 @@ async fn logged_pair(
 ) -> (
     Arc<DataLog>,
     Arc<DataLog>,
-    support::EchoClient<tonic_hotpath::stats::ClientStats<tonic::transport::Channel, Arc<DataLog>>>,
+    support::EchoClient<
+        tonic_hotpath::stats::CombinedService<
+            tonic::transport::Channel,
+            Arc<DataLog>,
+            tonic_hotpath::stats::ClientSide,
+        >,
+    >,
 ) {
     let server_log = Arc::new(DataLog::default());
     let client_log = Arc::new(DataLog::default());

@@ -19,7 +19,7 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 use tonic_hotpath::stats::frame::FrameError;
 use tonic_hotpath::stats::{
-    ClientStats, CombinedLayer, Direction, RpcError, RpcEvent, ServerSide, StatsHandler,
+    CombinedLayer, CombinedService, Direction, RpcError, RpcEvent, ServerSide, StatsHandler,
 };
 use tower::ServiceBuilder;
 
@@ -111,7 +111,7 @@ impl Log {
     }
 }
 
-type Client = EchoClient<ClientStats<Channel, Arc<Log>>>;
+type Client = EchoClient<CombinedService<Channel, Arc<Log>, tonic_hotpath::stats::ClientSide>>;
 
 /// An `EchoClient` over a `Channel` to `addr` with a client layer logging
 /// into the returned `Log`.

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use tonic::Code;
 use tonic_hotpath::stats::{
-    ClientStats, CombinedLayer, ConnEvent, ConnInfo, Payload, RpcError, RpcEvent, RpcInfo, Side,
-    StatsHandler,
+    CombinedLayer, CombinedService, ConnEvent, ConnInfo, Payload, RpcError, RpcEvent, RpcInfo,
+    Side, StatsHandler,
 };
 
 /// One event, owned.
@@ -215,8 +215,9 @@ impl EventLog {
 
 /// An echo client whose channel is wrapped in a client stats layer that
 /// logs into an [`EventLog`].
-pub type LoggedClient =
-    crate::support::EchoClient<ClientStats<tonic::transport::Channel, Arc<EventLog>>>;
+pub type LoggedClient = crate::support::EchoClient<
+    CombinedService<tonic::transport::Channel, Arc<EventLog>, tonic_hotpath::stats::ClientSide>,
+>;
 
 /// A client of `addr` behind a client stats layer logging into the
 /// returned log; the client accepts messages up to `limit` bytes, and its

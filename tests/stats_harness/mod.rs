@@ -257,7 +257,13 @@ pub async fn open_linked_connection<H: StatsHandler>(
 pub async fn linked_loopback_client<S: StatsHandler, C: StatsHandler>(
     server: S,
     client: C,
-) -> super::support::EchoClient<tonic_hotpath::stats::ClientStats<tonic::transport::Channel, C>> {
+) -> super::support::EchoClient<
+    tonic_hotpath::stats::CombinedService<
+        tonic::transport::Channel,
+        C,
+        tonic_hotpath::stats::ClientSide,
+    >,
+> {
     let server_layer = tonic_hotpath::stats::CombinedLayer::server().with(server);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

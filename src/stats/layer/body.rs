@@ -1,6 +1,7 @@
 //! The body wrapper that turns gRPC messages into payload events and, on
 //! the response body, delivers trailers and `End`.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -10,6 +11,7 @@ use pin_project_lite::pin_project;
 use tonic::Code;
 
 use super::context::RpcContext;
+use super::ending::Ending;
 use super::messages::{BodyEncoding, BodyMessages};
 use super::record_ref::RecordRef;
 use super::recorder::RpcEvents;
@@ -45,7 +47,7 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             match this.recorder.take() {
-                Some(recorder) if *this.ends_rpc => recorder.close(|rpc| rpc.end_dropped()),
+                Some(recorder) if *this.ends_rpc => recorder.close(|rpc| rpc.end(Ending::Dropped)),
                 Some(recorder) => recorder.release(),
                 None => {}
             }
@@ -156,7 +158,7 @@ where
                     {
                         let error = framing_error_at_end(this.messages.decoder(), direction);
                         if let Some(recorder) = this.recorder.take() {
-                            recorder.close(|rpc| rpc.trailers_then_end(trailers, error));
+                            recorder.close(|rpc| rpc.response_trailers(trailers, error));
                         }
                     }
                 }
@@ -288,7 +290,7 @@ fn body_complete<H: StatsHandler>(
                     let code = error.receiver_code();
                     rpc.record_error(error, code);
                 }
-                rpc.end_missing_status();
+                rpc.end(Ending::Complete { truncated: false });
             });
         }
     } else if let (Some(error), Some(recorder)) = (error, recorder) {
@@ -306,7 +308,13 @@ fn body_over<H: StatsHandler>(
 ) {
     if ends_rpc {
         if let Some(recorder) = recorder.take() {
-            recorder.close(|rpc| rpc.end(Some((error, Some(code))), code, None));
+            recorder.close(|rpc| {
+                rpc.end(Ending::Failed {
+                    code,
+                    message: Cow::Borrowed(""),
+                    error,
+                });
+            });
         }
     } else if let Some(recorder) = recorder {
         recorder.with(|rpc| rpc.record_error(error, Some(code)));

@@ -1,11 +1,11 @@
-//! The response future of [`ServerStats`] and [`ClientStats`]: the
+//! The response future of [`CombinedService`]: the
 //! response headers (or the status that ends the call before any body),
 //! the response body wrapped, and `End` when the call is dropped first or
 //! the service fails.
 //!
-//! [`ServerStats`]: crate::stats::ServerStats
-//! [`ClientStats`]: crate::stats::ClientStats
+//! [`CombinedService`]: crate::stats::CombinedService
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,17 +16,18 @@ use pin_project_lite::pin_project;
 
 use super::body::ObservedBody;
 use super::context::RpcContext;
+use super::ending::Ending;
 use super::headers::{AcceptedEncodings, GRPC_ENCODING};
 use super::messages::BodyEncoding;
 use super::record_ref::RecordRef;
-use super::side::BoxError;
 use super::status::{server_error_status, transport_error_code};
 use crate::stats::StatsHandler;
 use crate::stats::event::RpcError;
 use crate::wire::headers::first_value;
+use tower::BoxError;
 
 pin_project! {
-    /// The response future of [`ServerStats`] and [`ClientStats`]: reports
+    /// The response future of [`CombinedService`]: reports
     /// the response headers (or a trailers-only status) and wraps the
     /// response body; if dropped before completing, delivers `End`
     /// (`Cancelled`, or `DeadlineExceeded` past the request's deadline).
@@ -46,7 +47,7 @@ pin_project! {
             if let FutureState::Observing { recorder, .. } =
                 std::mem::replace(this.project().state, FutureState::Done)
             {
-                recorder.close(|rpc| rpc.end_dropped());
+                recorder.close(|rpc| rpc.end(Ending::Dropped));
             }
         }
     }
@@ -199,11 +200,23 @@ fn service_failed<H: StatsHandler>(
     match side {
         ObservedSide::Server => {
             let (code, message) = server_error_status(error);
-            recorder.close(|rpc| rpc.end_with_status(code, message, service_error));
+            recorder.close(|rpc| {
+                rpc.end(Ending::Failed {
+                    code,
+                    message,
+                    error: service_error,
+                });
+            });
         }
         ObservedSide::Client { .. } => {
             let code = transport_error_code(error);
-            recorder.close(|rpc| rpc.end(Some((service_error, Some(code))), code, None));
+            recorder.close(|rpc| {
+                rpc.end(Ending::Failed {
+                    code,
+                    message: Cow::Borrowed(""),
+                    error: service_error,
+                });
+            });
         }
     }
 }

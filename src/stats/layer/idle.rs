@@ -13,8 +13,9 @@
 //! handler type) and keyed by the layered service's shared state; the
 //! lists of services that have been dropped are emptied the next time
 //! their thread makes a list for another service (see
-//! [`Layer::is_closed`]), and every list is freed when its thread exits. At most [`RECORDS_KEPT_PER_THREAD`] records are
-//! kept per service per thread, so the memory held is bounded.
+//! [`RecordOwner::is_closed`]), and every list is freed when its thread
+//! exits. At most [`RECORDS_KEPT_PER_THREAD`] records are kept per service
+//! per thread, so the memory held is bounded.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -25,9 +26,9 @@ use std::sync::Arc;
 /// list, small enough to bound the memory.
 pub(crate) const RECORDS_KEPT_PER_THREAD: usize = 64;
 
-/// What a free list needs to know of the layered service its records
-/// belong to.
-pub(crate) trait Layer: Send + Sync + 'static {
+/// The owner of a free list's records: the layered service they belong
+/// to, and what the list needs to know of it.
+pub(crate) trait RecordOwner: Send + Sync + 'static {
     /// Whether the service is gone (its records are then freed, not kept).
     fn is_closed(&self) -> bool;
 }
@@ -58,8 +59,8 @@ trait ErasedList {
 /// A record that knows its service.
 pub(crate) trait Record: Send + Sync + 'static {
     /// The service's shared state.
-    type Layer: Layer;
-    fn layer(&self) -> &Self::Layer;
+    type Owner: RecordOwner;
+    fn owner(&self) -> &Self::Owner;
 }
 
 impl<R: Record> ErasedList for Vec<Arc<R>> {
@@ -69,7 +70,7 @@ impl<R: Record> ErasedList for Vec<Arc<R>> {
 
     fn is_stale(&self) -> bool {
         self.first()
-            .is_some_and(|record| record.layer().is_closed())
+            .is_some_and(|record| record.owner().is_closed())
     }
 
     fn drain(&mut self) -> Vec<Box<dyn Any>> {
@@ -150,7 +151,7 @@ pub(crate) fn put<R: Record>(key: usize, record: Arc<R>) {
         };
         let open = record
             .as_ref()
-            .is_some_and(|record| !record.layer().is_closed());
+            .is_some_and(|record| !record.owner().is_closed());
         if open && list.len() < RECORDS_KEPT_PER_THREAD {
             list.extend(record.take());
         }

@@ -1,7 +1,6 @@
 //! [`CombinedLayer`]: one tower layer feeding any number of handlers, on
 //! the server (`Server::builder().layer(..)`) or over a client `Channel`.
 
-use std::any::Any;
 use std::fmt;
 
 use std::marker::PhantomData;
@@ -11,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use tonic::transport::server::TcpConnectInfo;
-use tower::{Layer, Service};
+use tower::{BoxError, Layer, Service};
 
 use super::body::ObservedBody;
 use super::future::{ObservedSide, ResponseFuture};
@@ -20,7 +19,7 @@ use super::messages::BodyEncoding;
 use super::open_service::OpenService;
 use super::record_ref::RecordRef;
 use super::service_core::ServiceCore;
-use super::side::{BoxError, ClientSide, ClientTransport, ServerSide};
+use super::side::{ClientSide, ClientTransport, ServerSide};
 use crate::stats::ConnTag;
 #[cfg(doc)]
 use crate::stats::End;
@@ -81,19 +80,36 @@ use crate::wire::content_type::is_grpc;
 /// let client_layer = CombinedLayer::client().with(Log);
 /// # let _ = (server_layer, client_layer);
 /// ```
-pub struct CombinedLayer<H, K> {
+///
+/// `H` is `()` (no handler yet) or a [`StatsHandler`]; `K` is
+/// [`ServerSide`] or [`ClientSide`].
+pub struct CombinedLayer<H: sealed::Handlers, K> {
     handler: Arc<H>,
     max_message_len: u32,
-    // The layer's `LayerConns<H>`, shared by its clones, its services and
-    // its connection wrappers; `None` without a handler. Erased because it
-    // needs `H: StatsHandler`, which the layer without handlers (`H = ()`)
-    // is not; downcast once per `layer` / `connector` / `incoming` call,
-    // never per RPC.
-    conns: Option<Arc<dyn Any + Send + Sync>>,
+    // The layer's connections (`LayerConns<H>`), shared by its clones, its
+    // services and its connection wrappers; nothing without a handler.
+    conns: H::Conns,
     side: PhantomData<fn() -> K>,
 }
 
-impl<H, K> Clone for CombinedLayer<H, K> {
+/// What a layer keeps beside its handlers, by what `H` is: nothing
+/// without a handler (`()`, which is not a [`StatsHandler`]), the
+/// connections linked to the layer with one.
+mod sealed {
+    pub trait Handlers {
+        type Conns: Clone + Send + Sync + 'static;
+    }
+}
+
+impl sealed::Handlers for () {
+    type Conns = ();
+}
+
+impl<H: StatsHandler> sealed::Handlers for H {
+    type Conns = Arc<LayerConns<H>>;
+}
+
+impl<H: sealed::Handlers, K> Clone for CombinedLayer<H, K> {
     fn clone(&self) -> Self {
         Self {
             handler: Arc::clone(&self.handler),
@@ -104,7 +120,7 @@ impl<H, K> Clone for CombinedLayer<H, K> {
     }
 }
 
-impl<H: fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
+impl<H: sealed::Handlers + fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CombinedLayer")
             .field("handler", &self.handler)
@@ -121,7 +137,7 @@ impl CombinedLayer<(), ServerSide> {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
-            conns: None,
+            conns: (),
             side: PhantomData,
         }
     }
@@ -134,13 +150,13 @@ impl CombinedLayer<(), ClientSide> {
         Self {
             handler: Arc::new(()),
             max_message_len: DEFAULT_MAX_MESSAGE_LEN,
-            conns: None,
+            conns: (),
             side: PhantomData,
         }
     }
 }
 
-impl<H, K> CombinedLayer<H, K> {
+impl<H: sealed::Handlers, K> CombinedLayer<H, K> {
     /// Reports received messages longer than `limit` bytes as a framing
     /// error in [`End::error`] (and stops decoding that
     /// body's framing; no payload event for it), and compressed ones that
@@ -182,7 +198,7 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
         Self {
             handler,
             max_message_len,
-            conns: Some(Arc::new(conns)),
+            conns: Arc::new(conns),
             side: PhantomData,
         }
     }
@@ -205,29 +221,15 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
         &self.handler
     }
 
-    /// The connections linked to this layer (shared by its clones).
-    fn conns(&self) -> Arc<LayerConns<H>> {
-        self.conns
-            .clone()
-            .and_then(|conns| conns.downcast().ok())
-            // Unreachable: every layer with a handler is built by `new`.
-            .unwrap_or_else(|| {
-                Arc::new(LayerConns {
-                    link: Arc::new(ConnLink::new()),
-                    registry: Arc::new(ConnRegistry::new()),
-                })
-            })
-    }
-
     /// The client's connection link, shared by the layer's clones.
     pub(crate) fn link(&self) -> Arc<ConnLink<H>> {
-        Arc::clone(&self.conns().link)
+        Arc::clone(&self.conns.link)
     }
 
     /// The server's registry of accepted connections, shared by the
     /// layer's clones.
     pub(crate) fn registry(&self) -> Arc<ConnRegistry<H>> {
-        Arc::clone(&self.conns().registry)
+        Arc::clone(&self.conns.registry)
     }
 
     /// What one layered service shares with its clones and RPCs (the key
@@ -242,10 +244,17 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
 }
 
 /// The connections of one layer: the client's current one, the server's
-/// open ones.
-struct LayerConns<H: StatsHandler> {
+/// open ones. (Public in name only, for the sealed `Handlers` trait: this
+/// module is private.)
+pub struct LayerConns<H: StatsHandler> {
     link: Arc<ConnLink<H>>,
     registry: Arc<ConnRegistry<H>>,
+}
+
+impl<H: StatsHandler> fmt::Debug for LayerConns<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LayerConns").finish_non_exhaustive()
+    }
 }
 
 impl<S> Layer<S> for CombinedLayer<(), ServerSide> {
@@ -265,78 +274,76 @@ impl<S: ClientTransport> Layer<S> for CombinedLayer<(), ClientSide> {
 }
 
 impl<S, H: StatsHandler> Layer<S> for CombinedLayer<H, ServerSide> {
-    type Service = ServerStats<S, H>;
+    type Service = CombinedService<S, H, ServerSide>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let registry = needs_conn_state::<H>().then(|| self.registry());
-        ServerStats {
+        CombinedService {
             inner,
             service: self.open_service(registry),
+            link: None,
+            side: PhantomData,
         }
     }
 }
 
 impl<S: ClientTransport, H: StatsHandler> Layer<S> for CombinedLayer<H, ClientSide> {
-    type Service = ClientStats<S, H>;
+    type Service = CombinedService<S, H, ClientSide>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ClientStats {
+        CombinedService {
             inner,
             service: self.open_service(None),
-            link: LinkedConn::new(self.link()),
+            link: Some(LinkedConn::new(self.link())),
+            side: PhantomData,
         }
     }
 }
 
-macro_rules! stats_service {
-    ($(#[$doc:meta])* $name:ident $({ $($(#[$field_doc:meta])* $field:ident: $ty:ty),* })?) => {
-        $(#[$doc])*
-        pub struct $name<S, H: StatsHandler> {
-            inner: S,
-            service: Arc<OpenService<H>>,
-            $($($(#[$field_doc])* $field: $ty,)*)?
-        }
-
-        impl<S: Clone, H: StatsHandler> Clone for $name<S, H> {
-            fn clone(&self) -> Self {
-                Self {
-                    inner: self.inner.clone(),
-                    service: Arc::clone(&self.service),
-                    $($($field: self.$field.clone(),)*)?
-                }
-            }
-        }
-
-        impl<S: fmt::Debug, H: StatsHandler + fmt::Debug> fmt::Debug for $name<S, H> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($name))
-                    .field("inner", &self.inner)
-                    .field("handler", &self.service.handler)
-                    .field("max_message_len", &self.service.max_message_len)
-                    .finish()
-            }
-        }
-    };
+/// The service a [`CombinedLayer`] with handlers builds, on the side `K`
+/// of its layer.
+///
+/// - Server ([`CombinedLayer::server`]): the request body reaches the
+///   inner service wrapped in an [`ObservedBody`] (no re-boxing); the
+///   response body comes back wrapped.
+/// - Client ([`CombinedLayer::client`]): the request body is wrapped and
+///   re-boxed into `tonic::body::Body` (one allocation per RPC, as a
+///   tonic `Channel` accepts only that type); the response body comes
+///   back wrapped.
+///
+/// Cloning it is one `Arc` clone beside the inner service's clone.
+pub struct CombinedService<S, H: StatsHandler, K> {
+    inner: S,
+    service: Arc<OpenService<H>>,
+    /// The client's view of the connection the layer's connector opened
+    /// last; `None` on the server.
+    link: Option<LinkedConn<H>>,
+    side: PhantomData<fn() -> K>,
 }
 
-stats_service!(
-    /// The server service built by [`CombinedLayer::server`]. The request
-    /// body reaches the inner service wrapped (no re-boxing); the response
-    /// body comes back wrapped.
-    ServerStats
-);
-
-stats_service!(
-    /// The client service built by [`CombinedLayer::client`]. The request
-    /// body is wrapped and re-boxed into `tonic::body::Body` (one allocation
-    /// per RPC, as a tonic `Channel` accepts only that type).
-    ClientStats {
-        /// The connection the layer's connector opened last, if open.
-        link: LinkedConn<H>
+impl<S: Clone, H: StatsHandler, K> Clone for CombinedService<S, H, K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            service: Arc::clone(&self.service),
+            link: self.link.clone(),
+            side: PhantomData,
+        }
     }
-);
+}
 
-impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ServerStats<S, H>
+impl<S: fmt::Debug, H: StatsHandler + fmt::Debug, K> fmt::Debug for CombinedService<S, H, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CombinedService")
+            .field("inner", &self.inner)
+            .field("handler", &self.service.handler)
+            .field("max_message_len", &self.service.max_message_len)
+            .field("side", &std::any::type_name::<K>())
+            .finish()
+    }
+}
+
+impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for CombinedService<S, H, ServerSide>
 where
     S: Service<Request<ObservedBody<ReqBody, H>>, Response = Response<ResBody>>,
     S::Error: Into<BoxError>,
@@ -393,7 +400,7 @@ where
     }
 }
 
-impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for ClientStats<S, H>
+impl<S, H, ReqBody, ResBody> Service<Request<ReqBody>> for CombinedService<S, H, ClientSide>
 where
     S: Service<Request<tonic::body::Body>, Response = Response<ResBody>>,
     S::Error: Into<BoxError>,
@@ -417,7 +424,7 @@ where
         }
         // The connection the channel is using, when it was made by this
         // layer's connector (see `CombinedLayer::connector_with`).
-        let conn = self.link.get();
+        let conn = self.link.as_mut().and_then(LinkedConn::get);
         let (mut parts, body) = request.into_parts();
         let info = RpcInfo {
             side: Side::Client,

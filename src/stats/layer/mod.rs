@@ -1,5 +1,5 @@
 //! The tower layer, shaped as tower shapes a middleware: the layer and its
-//! services ([`CombinedLayer`], [`ServerStats`], [`ClientStats`]), the
+//! service ([`CombinedLayer`], [`CombinedService`]), the
 //! response future ([`ResponseFuture`]), the observed body
 //! ([`ObservedBody`]) and what they share:
 //!
@@ -23,6 +23,7 @@
 mod body;
 mod connections;
 mod context;
+mod ending;
 mod future;
 pub(crate) mod headers;
 mod idle;
@@ -39,5 +40,5 @@ mod status;
 
 pub use body::ObservedBody;
 pub use future::ResponseFuture;
-pub use layer::{ClientStats, CombinedLayer, ServerStats};
-pub use side::{BoxError, ClientSide, ClientTransport, ServerSide};
+pub use layer::{CombinedLayer, CombinedService};
+pub use side::{ClientSide, ClientTransport, ServerSide};

@@ -117,6 +117,7 @@ mod tests {
 
     use super::*;
     use crate::stats::event::{RpcInfo, Side};
+    use crate::stats::layer::ending::Ending;
     use crate::stats::layer::open_service::OpenService;
 
     struct Noop;
@@ -143,7 +144,7 @@ mod tests {
         first.release();
         assert_eq!(shared.idle_len(), 0, "still held: not recycled");
         let address: *const RpcRecorder<Noop> = &*second;
-        second.close(|rpc| rpc.end_dropped());
+        second.close(|rpc| rpc.end(Ending::Dropped));
         assert_eq!(shared.idle_len(), 1);
         let next = begin(&shared);
         assert_eq!(shared.idle_len(), 0);
@@ -168,7 +169,7 @@ mod tests {
         let in_flight = begin(&owner);
         drop(owner);
         assert!(weak.upgrade().is_some(), "the RPC in flight holds it");
-        in_flight.close(|rpc| rpc.end_dropped());
+        in_flight.close(|rpc| rpc.end(Ending::Dropped));
         assert!(weak.upgrade().is_none(), "no cycle left through the list");
     }
 

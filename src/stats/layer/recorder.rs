@@ -1,7 +1,7 @@
 //! The per-RPC shared record: every handler's state inline behind one
-//! mutex, plus what is needed to deliver exactly one `End`.
+//! mutex, plus what is needed to deliver exactly one `End` (the phase and
+//! the final status are decided in [`ending`](super::ending)).
 
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -9,9 +9,9 @@ use http::{HeaderMap, StatusCode};
 use tonic::Code;
 
 use super::context::RpcContext;
+use super::ending::{Ending, Final, Phase, Seen, Status, final_status};
 use super::idle;
 use super::service_core::ServiceCore;
-use super::status::missing_status;
 use crate::stats::StatsHandler;
 use crate::stats::event::{
     CompressionError, Direction, End, Payload, RpcError, RpcEvent, RpcInfo, Side,
@@ -50,25 +50,23 @@ impl<H: StatsHandler> RpcSetup<H> {
     }
 }
 
-/// What an RPC's events change: the handler states and the outcome.
+/// What an RPC's events change: the handler states, the phase, and what
+/// its `End` is decided from.
 struct RpcProgress<S> {
     state: S,
-    ended: bool,
-    code: Option<Code>,
-    message: Option<Cow<'static, str>>,
+    phase: Phase,
+    /// The first error recorded.
     error: Option<RpcError>,
     /// The response's HTTP status, once its headers were seen: what a
     /// missing `grpc-status` maps from.
     http_status: Option<StatusCode>,
 }
 
-impl<S: Default> RpcProgress<S> {
+impl<S> RpcProgress<S> {
     fn new(state: S) -> Self {
         Self {
             state,
-            ended: false,
-            code: None,
-            message: None,
+            phase: Phase::Open,
             error: None,
             http_status: None,
         }
@@ -228,9 +226,9 @@ impl<H: StatsHandler> RpcRecorder<H> {
 }
 
 impl<H: StatsHandler> idle::Record for RpcRecorder<H> {
-    type Layer = ServiceCore<H>;
+    type Owner = ServiceCore<H>;
 
-    fn layer(&self) -> &ServiceCore<H> {
+    fn owner(&self) -> &ServiceCore<H> {
         self.core()
     }
 }
@@ -257,23 +255,40 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         H::PAYLOAD_TIMES.then(Instant::now)
     }
 
+    /// Whether events still reach the peer's side of the stream: not
+    /// once the RPC ended, nor, on the server, once a status is known
+    /// before the response's trailers (the client reset the stream or
+    /// the connection broke: nothing sent afterwards reaches the client,
+    /// and grpc-go reports no outbound event for it).
+    #[inline(always)]
+    fn stream_open(&self) -> bool {
+        match self.progress.phase {
+            Phase::Open => true,
+            Phase::Decided(_) => self.setup.side == Side::Client,
+            Phase::Ended => false,
+        }
+    }
+
     /// Delivers the payload event for one message that has fully arrived
     /// (unless the RPC has ended, or, on the server, the client already
     /// reset the stream). Messages that complete in one body chunk share
     /// one `time` (they arrived together).
     pub(crate) fn payload(&mut self, direction: Direction, payload: Payload<'_>) {
-        if self.progress.ended || (direction == Direction::Outbound && self.stream_closed()) {
-            return;
+        let delivered = match direction {
+            Direction::Inbound => !matches!(self.progress.phase, Phase::Ended),
+            Direction::Outbound => self.stream_open(),
+        };
+        if delivered {
+            self.deliver(&match direction {
+                Direction::Inbound => RpcEvent::InPayload(payload),
+                Direction::Outbound => RpcEvent::OutPayload(payload),
+            });
         }
-        self.deliver(&match direction {
-            Direction::Inbound => RpcEvent::InPayload(payload),
-            Direction::Outbound => RpcEvent::OutPayload(payload),
-        });
     }
 
     /// The client finished sending (the request body ended).
     pub(crate) fn half_close(&mut self) {
-        if !self.progress.ended {
+        if !matches!(self.progress.phase, Phase::Ended) {
             self.deliver(&RpcEvent::HalfClose {
                 time: Instant::now(),
             });
@@ -304,10 +319,10 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         };
         if status_in_headers {
             self.trailers(headers);
-            self.end_missing_status();
+            self.end(Ending::Complete { truncated: false });
         } else if self.setup.side == Side::Client && body_is_empty {
-            self.end_missing_status();
-        } else if !self.progress.ended && !self.stream_closed() {
+            self.end(Ending::Complete { truncated: false });
+        } else if self.stream_open() {
             self.deliver(&match self.setup.side {
                 Side::Server => RpcEvent::OutHeader(headers),
                 Side::Client => RpcEvent::InHeader(headers),
@@ -318,18 +333,18 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
     /// The response's trailers close the RPC: records their status,
     /// delivers the trailer event (`OutTrailer` on the server, `InTrailer`
     /// on the client) and `End`. `error` is a framing error found at the
-    /// end of the body: a message cut short turns an OK (or missing) status
-    /// into `Internal`, as the receiver's decoder reports it.
-    pub(crate) fn trailers_then_end(&mut self, trailers: &HeaderMap, error: Option<RpcError>) {
-        match error {
-            None => self.trailers(trailers),
-            Some(error) => self.trailers_after_framing_error(trailers, error),
-        }
-        self.end_missing_status();
+    /// end of the body (a message cut short turns an OK or missing status
+    /// into `Internal`, as the receiver's decoder reports it).
+    pub(crate) fn response_trailers(&mut self, trailers: &HeaderMap, error: Option<RpcError>) {
+        let truncated = error.is_some_and(|error| self.framing_error_at_trailers(error));
+        self.trailers(trailers);
+        self.end(Ending::Complete { truncated });
     }
 
+    /// Records a framing error found at the trailers; whether the body
+    /// was cut inside a message.
     #[cold]
-    fn trailers_after_framing_error(&mut self, trailers: &HeaderMap, error: RpcError) {
+    fn framing_error_at_trailers(&mut self, error: RpcError) -> bool {
         let truncated = matches!(
             error,
             RpcError::Frame {
@@ -338,28 +353,27 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             }
         );
         self.progress.record_error(error, None);
-        self.trailers(trailers);
-        if truncated && matches!(self.progress.code, None | Some(Code::Ok)) {
-            self.progress.code = Some(Code::Internal);
-        }
+        truncated
     }
 
     /// Records the status in `trailers` (unless a status is already
-    /// recorded: the first one wins, so a status the server writes after
-    /// the client reset the stream does not replace `Cancelled`) and
-    /// delivers the trailer event.
+    /// known: the first one wins, so a status the server writes after the
+    /// client reset the stream does not replace `Cancelled`) and delivers
+    /// the trailer event.
     fn trailers(&mut self, trailers: &HeaderMap) {
-        if self.progress.ended || self.stream_closed() {
+        if !self.stream_open() {
             return;
         }
-        if self.progress.code.is_none()
+        if matches!(self.progress.phase, Phase::Open)
             && let Some(code) = wire::status::status_code(trailers)
         {
-            self.progress.code = Some(code);
             // tonic sends no message with OK; skip the second lookup then.
-            if code != Code::Ok {
-                self.progress.message = wire::status::message(trailers).map(Into::into);
-            }
+            let message = if code == Code::Ok {
+                None
+            } else {
+                wire::status::message(trailers).map(Into::into)
+            };
+            self.progress.phase = Phase::Decided(Status { code, message });
         }
         self.deliver(&match self.setup.side {
             Side::Server => RpcEvent::OutTrailer(trailers),
@@ -367,16 +381,8 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         });
     }
 
-    /// On the server, a status recorded before the response's trailers
-    /// comes from the request body failing: the client reset the stream
-    /// or the connection broke. Nothing the server sends afterwards
-    /// reaches the client, and grpc-go reports no outbound event for it.
-    #[inline(always)]
-    fn stream_closed(&self) -> bool {
-        self.setup.side == Side::Server && self.progress.code.is_some()
-    }
-
-    /// Records an error; the first one is kept.
+    /// Records an error, and `code` as the RPC's status unless one is
+    /// known; the first error is kept.
     pub(crate) fn record_error(&mut self, error: RpcError, code: Option<Code>) {
         self.progress.record_error(error, code);
     }
@@ -395,39 +401,6 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
         self.progress.record_error(error, code);
     }
 
-    /// Records `error` (if any, with `code`) and delivers `End` once. The
-    /// code is the recorded status, else `fallback` (and `fallback_error`
-    /// is recorded); see [`final_code`](Self::final_code).
-    pub(crate) fn end(
-        &mut self,
-        error: Option<(RpcError, Option<Code>)>,
-        fallback: Code,
-        fallback_error: Option<RpcError>,
-    ) {
-        if let Some((error, code)) = error {
-            self.progress.record_error(error, code);
-        }
-        self.end_with(fallback, fallback_error);
-    }
-
-    /// Ends an RPC whose status the layer knows from elsewhere than the
-    /// peer's `grpc-status` (a service error on the server, a response the
-    /// client refuses): `code` with `message` as its status, `error` as
-    /// what happened.
-    pub(crate) fn end_with_status(
-        &mut self,
-        code: Code,
-        message: Cow<'static, str>,
-        error: RpcError,
-    ) {
-        if self.progress.code.is_none() {
-            self.progress.code = Some(code);
-            self.progress.message = Some(message).filter(|message| !message.is_empty());
-        }
-        self.progress.record_error(error, None);
-        self.end_with(code, None);
-    }
-
     /// A client's response compressed with `encoding`, which the client
     /// does not accept: tonic fails the call with `Unimplemented`.
     #[cold]
@@ -438,93 +411,65 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
             direction: Direction::Inbound,
             error: CompressionError::UnsupportedEncoding { encoding },
         };
-        self.end_with_status(Code::Unimplemented, message.into(), error);
+        self.end(Ending::Failed {
+            code: Code::Unimplemented,
+            message: message.into(),
+            error,
+        });
     }
 
-    /// Ends the RPC after its response was complete: with the recorded
-    /// status, or, when the response carried no `grpc-status`, with the
-    /// status tonic's client infers from the HTTP status (what the peer's
-    /// caller is handed, see [`missing_status`]).
-    pub(crate) fn end_missing_status(&mut self) {
-        if self.progress.ended {
-            return;
-        }
-        if self.progress.code.is_none() {
-            let http = self.progress.http_status.unwrap_or(StatusCode::OK);
-            let (code, message) = missing_status(http);
-            self.progress.code = Some(code);
-            self.progress.message = Some(message);
-            self.progress.record_error(
-                RpcError::MissingStatus {
-                    http_status: http.as_u16(),
-                },
-                None,
-            );
-        }
-        self.end_with(Code::Unknown, None);
-    }
-
-    fn end_with(&mut self, fallback: Code, fallback_error: Option<RpcError>) {
+    /// Ends the RPC: delivers its one `End`, with the status
+    /// [`final_status`] decides from what was seen and `ending`. Nothing
+    /// once it has ended.
+    pub(crate) fn end(&mut self, ending: Ending) {
         let progress = &mut *self.progress;
-        if progress.ended {
-            return;
-        }
-        progress.ended = true;
+        let status = match std::mem::replace(&mut progress.phase, Phase::Ended) {
+            Phase::Open => None,
+            Phase::Decided(status) => Some(status),
+            Phase::Ended => return,
+        };
         let setup = self.setup;
         let end_time = Instant::now();
-        let code = match progress.code {
-            Some(Code::Cancelled) | None => Self::final_code(setup, progress, fallback, end_time),
-            Some(code) => code,
+        let seen = Seen {
+            status,
+            error: progress.error.take(),
+            http_status: progress.http_status,
+            deadline: setup.deadline,
         };
-        if progress.error.is_none() && progress.code.is_none() {
-            progress.error = fallback_error;
-        }
+        let Final { status, error } = final_status(seen, ending, end_time);
         let end = End {
-            code,
-            message: progress.message.as_deref().unwrap_or_default(),
+            code: status.code,
+            message: status.message.as_deref().unwrap_or_default(),
             begin_time: setup.begin_time,
             end_time,
-            error: progress.error.as_ref(),
+            error: error.as_ref(),
         };
         setup
             .core
             .handler
             .handle_rpc(&mut progress.state, &RpcEvent::End(end));
     }
-
-    /// The code of an RPC that recorded no status (`fallback`), or
-    /// `Cancelled`: `Cancelled` at or after the request's deadline is
-    /// `DeadlineExceeded` (grpc-go: the deadline cancelled the call).
-    #[cold]
-    fn final_code(
-        setup: &RpcSetup<H>,
-        progress: &RpcProgress<H::RpcState>,
-        fallback: Code,
-        end_time: Instant,
-    ) -> Code {
-        let code = progress.code.unwrap_or(fallback);
-        if code == Code::Cancelled && setup.deadline.is_some_and(|d| end_time >= d) {
-            Code::DeadlineExceeded
-        } else {
-            code
-        }
-    }
-
-    /// The end for a body or future dropped early: the recorded status if
-    /// any, else `Cancelled` (see [`final_code`](Self::final_code)).
-    pub(crate) fn end_dropped(&mut self) {
-        self.end(None, Code::Cancelled, Some(RpcError::Cancelled));
-    }
 }
 
 impl<S> RpcProgress<S> {
-    /// Records an error; the first one (and the first code) is kept.
+    /// Records an error (the first one is kept) and `code` as the status
+    /// unless one is known. Nothing once the RPC has ended.
     fn record_error(&mut self, error: RpcError, code: Option<Code>) {
+        if matches!(self.phase, Phase::Ended) {
+            return;
+        }
         if self.error.is_none() {
             self.error = Some(error);
         }
-        if self.code.is_none() {
-            self.code = code;
+        if let (Phase::Open, Some(code)) = (&self.phase, code) {
+            self.phase = Phase::Decided(Status {
+                code,
+                message: None,
+            });
         }
     }
 }
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;

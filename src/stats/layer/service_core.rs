@@ -48,7 +48,7 @@ impl<H: StatsHandler> ServiceCore<H> {
     }
 }
 
-impl<H: StatsHandler> idle::Layer for ServiceCore<H> {
+impl<H: StatsHandler> idle::RecordOwner for ServiceCore<H> {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }

@@ -105,10 +105,6 @@ where
 {
 }
 
-/// The error type of the layered services: the inner service's error, boxed
-/// (tonic's server and generated clients accept any `Into<BoxError>`).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 /// Marker: the layer instruments a server (`Server::builder().layer(..)`).
 /// Its connections come from [`CombinedLayer::incoming_tcp`] /
 /// [`CombinedLayer::incoming`].
