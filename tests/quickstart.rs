@@ -43,33 +43,62 @@ fn quickstart(args: &[&str]) -> Output {
     command.output().expect("run cargo")
 }
 
-/// The crate's features this test binary was built with, comma-separated
-/// (a feature missing here only costs a rebuild of the example).
+/// The crate's features and whether this test binary was built with each
+/// (a feature missing here costs a rebuild of the crate and the example:
+/// [`every_feature_is_passed_on`] checks the list against Cargo.toml).
+const FEATURES: &[(&str, bool)] = &[
+    ("metadata", cfg!(feature = "metadata")),
+    ("tenant", cfg!(feature = "tenant")),
+    ("stats", cfg!(feature = "stats")),
+    ("limits", cfg!(feature = "limits")),
+    ("arena", cfg!(feature = "arena")),
+    ("bench-internals", cfg!(feature = "bench-internals")),
+    ("zstd", cfg!(feature = "zstd")),
+    ("otel", cfg!(feature = "otel")),
+    ("channelz", cfg!(feature = "channelz")),
+    ("limits-file", cfg!(feature = "limits-file")),
+    ("binlog", cfg!(feature = "binlog")),
+    ("limits-redis", cfg!(feature = "limits-redis")),
+    ("grpc", cfg!(feature = "grpc")),
+    ("default", cfg!(feature = "default")),
+];
+
+/// The features this test binary was built with, comma-separated.
 fn features() -> String {
-    [
-        ("metadata", cfg!(feature = "metadata")),
-        ("tenant", cfg!(feature = "tenant")),
-        ("stats", cfg!(feature = "stats")),
-        ("limits", cfg!(feature = "limits")),
-        ("arena", cfg!(feature = "arena")),
-        ("bench-internals", cfg!(feature = "bench-internals")),
-        ("zstd", cfg!(feature = "zstd")),
-        ("otel", cfg!(feature = "otel")),
-        ("channelz", cfg!(feature = "channelz")),
-        ("limits-file", cfg!(feature = "limits-file")),
-        ("binlog", cfg!(feature = "binlog")),
-        ("grpc", cfg!(feature = "grpc")),
-        ("default", cfg!(feature = "default")),
-    ]
-    .iter()
-    .filter(|(_, on)| *on)
-    .map(|(name, _)| *name)
-    .collect::<Vec<_>>()
-    .join(",")
+    FEATURES
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every feature Cargo.toml declares is in [`FEATURES`], so that the
+/// example runs with the build `cargo test` made (a missing one rebuilt
+/// the crate and the example inside this test: about 50 s of CI).
+#[test]
+fn every_feature_is_passed_on() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("read Cargo.toml");
+    let declared: Vec<&str> = manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[features]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#'))
+        .collect();
+    assert!(declared.contains(&"default"), "features read: {declared:?}");
+    for name in declared {
+        assert!(
+            FEATURES.iter().any(|(known, _)| *known == name),
+            "feature {name} is not passed on to the example (add it to FEATURES)"
+        );
+    }
 }
 
 #[test]
