@@ -17,8 +17,8 @@ mod metrics;
 mod propagation;
 mod tracing;
 
-pub use self::metrics::{
-    MetricsRpcState, OtelMetrics, OtelMetricsBuilder, OtelMetricsError, TenantAttribute,
-};
+#[cfg(feature = "tenant")]
+pub use self::metrics::TenantAttribute;
+pub use self::metrics::{MetricsRpcState, OtelMetrics, OtelMetricsBuilder, OtelMetricsError};
 pub use self::propagation::{GRPC_TRACE_BIN, GrpcTraceBinPropagator};
 pub use self::tracing::{OtelTracing, OtelTracingState, TRACER_NAME};

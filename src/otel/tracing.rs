@@ -12,7 +12,7 @@ use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use tonic::Code;
 
 use super::propagation::{HeaderExtractor, HeaderInjector};
-use crate::stats::{End, Payload, RpcEvent, RpcInfo, Side, StatsHandler};
+use crate::stats::{End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler};
 
 /// The instrumentation scope (tracer) name of [`OtelTracing`]'s spans; the
 /// scope's version is the crate's.
@@ -36,7 +36,7 @@ pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
 ///   when there is none). The inner service runs with this span's context
 ///   current, so spans the service starts and calls it makes through a
 ///   client layer with `OtelTracing` continue the trace (see
-///   [`StatsHandler::otel_context`]).
+///   [`StatsHandler::service_context`]).
 /// - The attempt span (client) and the server span carry grpc-go's `Begin`
 ///   attributes (`Client`, `FailFast`, `previous-rpc-attempts`,
 ///   `transparent-retry`) and one event per message: `Outbound message` /
@@ -234,7 +234,7 @@ where
     const PAYLOAD_TIMES: bool = false;
     // A72's `message-size` is the uncompressed size.
     const UNCOMPRESSED_SIZES: bool = true;
-    const OTEL_CONTEXT: bool = true;
+    const SERVICE_CONTEXT: bool = true;
 
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> OtelTracingState {
         OtelTracingState(match info.side {
@@ -269,9 +269,11 @@ where
         }
     }
 
-    fn otel_context(&self, state: &OtelTracingState) -> Option<Context> {
+    fn service_context(&self, state: &OtelTracingState) -> Option<ServiceContext> {
         match &state.0 {
-            State::Running(spans) if spans.call.is_none() => Some(spans.span.clone()),
+            State::Running(spans) if spans.call.is_none() => {
+                Some(ServiceContext::from_otel(spans.span.clone()))
+            }
             _ => None,
         }
     }

@@ -9,7 +9,7 @@ use http::HeaderMap;
 use super::event::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
 #[cfg(doc)]
 use crate::stats::CombinedLayer;
-use crate::stats::StatsHandler;
+use crate::stats::{ServiceContext, StatsHandler};
 
 /// Two handlers combined into one: each event goes to `A`, then to `B`.
 ///
@@ -90,19 +90,17 @@ impl<A: StatsHandler, B: StatsHandler> StatsHandler for Combined<A, B> {
         self.second.edit_request_headers(&mut state.1, headers);
     }
 
-    #[cfg(feature = "otel")]
-    const OTEL_CONTEXT: bool = A::OTEL_CONTEXT || B::OTEL_CONTEXT;
+    const SERVICE_CONTEXT: bool = A::SERVICE_CONTEXT || B::SERVICE_CONTEXT;
 
-    #[cfg(feature = "otel")]
-    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
-        let first = if A::OTEL_CONTEXT {
-            self.first.otel_context(&state.0)
+    fn service_context(&self, state: &Self::RpcState) -> Option<ServiceContext> {
+        let first = if A::SERVICE_CONTEXT {
+            self.first.service_context(&state.0)
         } else {
             None
         };
         first.or_else(|| {
-            if B::OTEL_CONTEXT {
-                self.second.otel_context(&state.1)
+            if B::SERVICE_CONTEXT {
+                self.second.service_context(&state.1)
             } else {
                 None
             }
@@ -155,12 +153,10 @@ impl<H: StatsHandler> StatsHandler for Arc<H> {
         (**self).edit_request_headers(state, headers);
     }
 
-    #[cfg(feature = "otel")]
-    const OTEL_CONTEXT: bool = H::OTEL_CONTEXT;
+    const SERVICE_CONTEXT: bool = H::SERVICE_CONTEXT;
 
-    #[cfg(feature = "otel")]
-    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
-        (**self).otel_context(state)
+    fn service_context(&self, state: &Self::RpcState) -> Option<ServiceContext> {
+        (**self).service_context(state)
     }
 
     fn tag_conn(&self, info: &ConnInfo) -> Self::ConnState {

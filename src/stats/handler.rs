@@ -3,7 +3,7 @@
 
 #[cfg(doc)]
 use crate::stats::{CombinedLayer, End, Payload, StatsConnector, StatsIncoming};
-use crate::stats::{ConnEvent, ConnInfo, RpcEvent, RpcInfo};
+use crate::stats::{ConnEvent, ConnInfo, RpcEvent, RpcInfo, ServiceContext};
 
 /// Observes RPCs and connections (grpc-go `stats.Handler`).
 ///
@@ -150,24 +150,25 @@ pub trait StatsHandler: Send + Sync + 'static {
         let _ = (state, headers);
     }
 
-    /// Whether [`otel_context`](Self::otel_context) can return a context.
-    /// Leave it `false` (the default) unless it can: the layer then skips
-    /// the call and the per-poll context switch at compile time.
-    #[cfg(feature = "otel")]
-    const OTEL_CONTEXT: bool = false;
+    /// Whether [`service_context`](Self::service_context) can return a
+    /// context. Leave it `false` (the default) unless it can: the layer
+    /// then skips the call and the per-poll context switch at compile
+    /// time.
+    const SERVICE_CONTEXT: bool = false;
 
-    /// Server RPCs only (feature `otel`): the OpenTelemetry context the
-    /// inner service runs in, e.g. the RPC's server span, so that the
-    /// handler's own spans and the calls it makes through a client layer
+    /// Server RPCs only: the context the inner service runs in, e.g. the
+    /// RPC's OpenTelemetry server span (a [`ServiceContext`] is made from
+    /// one with `ServiceContext::from_otel`, feature `otel`), so that the
+    /// service's own spans and the calls it makes through a client layer
     /// continue the trace. Called once the RPC has begun (after `Begin`);
     /// the context is current while the service is called, while its
     /// future is polled and while the response body is polled (so a
     /// response stream's items are produced in it too). With several
-    /// handlers, the
-    /// first that returns one wins. Only consulted when
-    /// [`OTEL_CONTEXT`](Self::OTEL_CONTEXT) is `true`.
-    #[cfg(feature = "otel")]
-    fn otel_context(&self, state: &Self::RpcState) -> Option<opentelemetry::Context> {
+    /// handlers, the first that returns one wins. Only consulted when
+    /// [`SERVICE_CONTEXT`](Self::SERVICE_CONTEXT) is `true`. Without the
+    /// `otel` feature no [`ServiceContext`] can be made: the answer is
+    /// always `None`.
+    fn service_context(&self, state: &Self::RpcState) -> Option<ServiceContext> {
         let _ = state;
         None
     }

@@ -40,7 +40,8 @@
 //!   `channelz`). For tracing, a handler can
 //!   edit the outgoing request headers
 //!   ([`StatsHandler::edit_request_headers`]) and give the server's inner
-//!   service a context to run in (`StatsHandler::otel_context`).
+//!   service a context to run in ([`StatsHandler::service_context`], a
+//!   [`ServiceContext`]).
 //!
 //! Payload events come from [`frame::FrameDecoder`], which follows gRPC's
 //! 5-byte length prefix across any body chunk split; a message is reported
@@ -177,6 +178,7 @@ mod event;
 pub mod frame;
 mod handler;
 mod message_data;
+pub(crate) mod service_context;
 // The tower layer (layer, service, future, body, per-RPC record) and the
 // connection tracking its RPCs are linked to.
 mod conn;
@@ -195,3 +197,4 @@ pub use layer::{
     ServerSide,
 };
 pub use message_data::MessageData;
+pub use service_context::ServiceContext;

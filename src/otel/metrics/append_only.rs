@@ -91,6 +91,8 @@ impl<T, const N: usize> SlotTable<T, N> {
     /// empty; `None` if `index` has no slot. A thread that finds another
     /// filling the slot waits for it (once per slot, ever); a filled slot
     /// costs what [`get`](Self::get) does.
+    // The tenant attribute's cache; unused without the `tenant` feature.
+    #[cfg_attr(not(feature = "tenant"), allow(dead_code))]
     #[inline]
     pub(super) fn get_or_init(&self, index: u32, make: impl FnOnce() -> T) -> Option<&T> {
         match self.get(index) {

@@ -3,7 +3,9 @@
 //! method by reference: recording a measurement clones no `KeyValue` and
 //! allocates nothing in this crate.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+#[cfg(feature = "tenant")]
+use std::sync::OnceLock;
 
 use opentelemetry::{Key, KeyValue, StringValue, Value};
 use tonic::Code;
@@ -95,12 +97,14 @@ impl MethodAttrs {
 /// RPC of that method and tenant, each `ended` set on the first RPC that
 /// ends with its code (most combinations see only a few codes: this keeps
 /// a combination at about 600 bytes instead of 4 KiB).
+#[cfg(feature = "tenant")]
 #[derive(Debug)]
 pub(super) struct TenantAttrs {
     started: [KeyValue; 3],
     ended: [OnceLock<Box<[KeyValue; 4]>>; STATUS_NAMES.len()],
 }
 
+#[cfg(feature = "tenant")]
 impl TenantAttrs {
     /// `method`'s sets with `tenant` (the tenant attribute) added.
     pub(super) fn new(method: &MethodAttrs, tenant: &KeyValue) -> Self {

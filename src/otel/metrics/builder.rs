@@ -11,7 +11,9 @@ use super::OtelMetrics;
 use super::attrs::OTHER;
 use super::instruments::{ClientInstruments, ServerInstruments};
 use super::methods::{MethodTable, NameFilter, service_of};
+#[cfg(feature = "tenant")]
 use super::tenant_attribute::TenantAttribute;
+#[cfg(feature = "tenant")]
 use super::tenants::TenantTable;
 
 /// The bound on learned methods, by default.
@@ -53,6 +55,7 @@ pub struct OtelMetricsBuilder {
     target: Option<String>,
     target_filter: Option<NameFilter>,
     max_learned_methods: usize,
+    #[cfg(feature = "tenant")]
     tenant: Option<TenantAttribute>,
 }
 
@@ -66,6 +69,7 @@ impl OtelMetricsBuilder {
             target: None,
             target_filter: None,
             max_learned_methods: DEFAULT_MAX_LEARNED_METHODS,
+            #[cfg(feature = "tenant")]
             tenant: None,
         }
     }
@@ -169,8 +173,12 @@ impl OtelMetricsBuilder {
     /// the tenants recorded by name chosen by `tenant`'s guard (an
     /// allow-list or the first tenants seen) and every other valid tenant
     /// recorded as `other`. Off by default: without it the handler records
-    /// no tenant and reads no header. See "The tenant attribute" on
-    /// [`OtelMetrics`] for the values and when `*.started` is counted.
+    /// no tenant and reads no header. See [`TenantAttribute`] for the
+    /// values and when `*.started` is counted.
+    ///
+    /// Needs the `tenant` feature beside `otel` (it reads org ids as the
+    /// [`tenant`](crate::tenant) module does); `otel` alone does not
+    /// enable it.
     ///
     /// ```
     /// use opentelemetry::metrics::NoopMeterProvider;
@@ -183,6 +191,8 @@ impl OtelMetricsBuilder {
     /// # let _ = metrics;
     /// # Ok::<(), tonic_hotpath::otel::OtelMetricsError>(())
     /// ```
+    #[cfg(feature = "tenant")]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "otel", feature = "tenant"))))]
     pub fn with_tenant_attribute(mut self, tenant: TenantAttribute) -> Self {
         self.tenant = Some(tenant);
         self
@@ -194,9 +204,9 @@ impl OtelMetricsBuilder {
     ///
     /// [`OtelMetricsError`] when a registered method is not a full method
     /// path (`/pkg.Service/Method`), a service name is empty or contains
-    /// `/`, or the tenant attribute is refused (an allow-listed id that is
-    /// not a valid single org id, more than
-    /// [`TenantAttribute::MAX_TENANTS`] tenants, or a key that A66 uses).
+    /// `/`, or (feature `tenant`) the tenant attribute is refused (an
+    /// allow-listed id that is not a valid single org id, more tenants
+    /// than `TenantAttribute::MAX_TENANTS`, or a key that A66 uses).
     pub fn build(self) -> Result<OtelMetrics, OtelMetricsError> {
         let methods = self
             .methods
@@ -232,27 +242,29 @@ impl OtelMetricsBuilder {
             self.max_learned_methods,
             target,
         );
-        let tenants = self.tenant.map(TenantTable::new).transpose()?;
         Ok(OtelMetrics {
             server: ServerInstruments::new(&self.meter),
             client: ClientInstruments::new(&self.meter),
             methods: table,
-            tenants,
+            #[cfg(feature = "tenant")]
+            tenants: self.tenant.map(TenantTable::new).transpose()?,
         })
     }
 }
 
 impl fmt::Debug for OtelMetricsBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtelMetricsBuilder")
+        let mut debug = f.debug_struct("OtelMetricsBuilder");
+        debug
             .field("methods", &self.methods)
             .field("services", &self.services)
             .field("method_filter", &self.method_filter.is_some())
             .field("target", &self.target)
             .field("target_filter", &self.target_filter.is_some())
-            .field("max_learned_methods", &self.max_learned_methods)
-            .field("tenant", &self.tenant)
-            .finish_non_exhaustive()
+            .field("max_learned_methods", &self.max_learned_methods);
+        #[cfg(feature = "tenant")]
+        debug.field("tenant", &self.tenant);
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -279,9 +291,13 @@ pub enum OtelMetricsError {
     InvalidService(String),
     /// An allow-listed tenant that is not a valid single org id (Cortex's
     /// tenant rules, no `|`), as given.
+    #[cfg(feature = "tenant")]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "otel", feature = "tenant"))))]
     InvalidTenant(String),
     /// More tenants to record by name than
     /// [`TenantAttribute::MAX_TENANTS`].
+    #[cfg(feature = "tenant")]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "otel", feature = "tenant"))))]
     TooManyTenants {
         /// How many were asked for.
         count: usize,
@@ -290,6 +306,8 @@ pub enum OtelMetricsError {
     },
     /// A tenant attribute key that A66 already uses (`grpc.method`,
     /// `grpc.status`, `grpc.target`).
+    #[cfg(feature = "tenant")]
+    #[cfg_attr(docsrs, doc(cfg(all(feature = "otel", feature = "tenant"))))]
     TenantKeyTaken(String),
 }
 
@@ -304,13 +322,16 @@ impl fmt::Display for OtelMetricsError {
                 f,
                 "`{name}` is not a gRPC service name (`pkg.Service`, no `/`)"
             ),
+            #[cfg(feature = "tenant")]
             OtelMetricsError::InvalidTenant(id) => {
                 write!(f, "`{id}` is not a valid single tenant (org id)")
             }
+            #[cfg(feature = "tenant")]
             OtelMetricsError::TooManyTenants { count, max } => write!(
                 f,
                 "{count} tenants to record by name; at most {max} are allowed"
             ),
+            #[cfg(feature = "tenant")]
             OtelMetricsError::TenantKeyTaken(key) => write!(
                 f,
                 "`{key}` is one of A66's attributes: choose another tenant attribute key"

@@ -8,7 +8,11 @@ mod instruments;
 mod methods;
 mod names;
 mod state;
+// The tenant attribute reads org ids: it needs the `tenant` feature beside
+// `otel` (every item of this module is built with `otel` already).
+#[cfg(feature = "tenant")]
 mod tenant_attribute;
+#[cfg(feature = "tenant")]
 mod tenants;
 mod unproven;
 
@@ -23,8 +27,12 @@ use evidence::Evidence;
 use instruments::{ClientInstruments, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
-use state::{RpcMethod, RpcTenant};
+use state::RpcMethod;
+#[cfg(feature = "tenant")]
+use state::RpcTenant;
+#[cfg(feature = "tenant")]
 pub use tenant_attribute::TenantAttribute;
+#[cfg(feature = "tenant")]
 use tenants::{RecordedTenant, TenantOf, TenantTable};
 use unproven::UnprovenPath;
 
@@ -65,9 +73,12 @@ use unproven::UnprovenPath;
 /// - The meter is `tonic-hotpath` with the crate's version, from the
 ///   provider given to [`builder`](Self::builder); there is no fallback on
 ///   a global provider (A66).
-/// - With the tenant attribute on
-///   ([`with_tenant_attribute`](OtelMetricsBuilder::with_tenant_attribute)),
-///   every instrument also carries `grpc.tenant` (see below).
+#[cfg_attr(
+    feature = "tenant",
+    doc = "- With the tenant attribute on (feature `tenant`,
+  [`with_tenant_attribute`](OtelMetricsBuilder::with_tenant_attribute)),
+  every instrument also carries `grpc.tenant` (see [`TenantAttribute`])."
+)]
 ///
 /// # Which methods have their own name
 ///
@@ -97,128 +108,6 @@ use unproven::UnprovenPath;
 ///   to keep: an unproven path lives only in its RPC's state.
 /// - Everything else: `other`.
 ///
-/// # The tenant attribute
-///
-/// Off by default. With
-/// [`with_tenant_attribute`](OtelMetricsBuilder::with_tenant_attribute),
-/// every measurement also carries the RPC's tenant under `grpc.tenant`
-/// ([`TenantAttribute::DEFAULT_KEY`], or the key given), read from the
-/// request's `x-scope-orgid` in place with the crate's zero-copy
-/// extraction ([`tenant::extract_from_headers`](crate::tenant::extract_from_headers)):
-///
-/// | `x-scope-orgid` | value |
-/// |---|---|
-/// | a valid tenant recorded by name: allow-listed, or among the first K seen | the id |
-/// | any other valid tenant | `other` |
-/// | several tenants, `a\|b` (federated), each valid | `other` |
-/// | none, several headers, or an id that breaks the tenant rules | `""` (empty) |
-///
-/// - No tenant is the empty string, as gRPC's own optional labels have
-///   it when they have no value (gRFC A78 `grpc.lb.locality`, A89
-///   `grpc.lb.backend_service`): an empty org id is never valid, so it is
-///   never a tenant's name, and Prometheus reads an empty label as no
-///   label. An invalid id is not recorded as sent (anyone can send one);
-///   `grpc.status` shows how the server answered it
-///   (`UNAUTHENTICATED` / `INVALID_ARGUMENT` behind
-///   [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer)).
-/// - A federated RPC is no single tenant's: recording each member would
-///   count it once per member, and recording the list would multiply the
-///   time series past any guard. So it is `other`, with the tenants not
-///   recorded by name (as is a tenant actually named `other`).
-/// - Server: the tenant comes from `InHeader`, which comes before `Begin`,
-///   so `grpc.server.call.started` carries it. With
-///   [`TenantAttribute::first_seen`], a tenant is learned once an RPC of
-///   it is served, the proof a method needs (see above): until then its
-///   RPCs are counted as started when they prove it (under its name) or
-///   at `End` (as `other`, unless another RPC proved it meanwhile). A
-///   tenant whose calls a layer inside this one refuses (trailers-only)
-///   takes no place.
-/// - Client: the tenant comes from `OutHeader`, the request headers as
-///   sent (after every handler's
-///   [`edit_request_headers`](crate::stats::StatsHandler::edit_request_headers)),
-///   which follows `Begin` (grpc-go's order). So
-///   `grpc.client.attempt.started` is counted at `OutHeader`, which the
-///   layer delivers in the same call, right after `Begin`. A client learns
-///   a first-seen tenant on its first RPC. Stamp the id outside the stats
-///   layer ([`SetOrgIdLayer`](crate::tenant::SetOrgIdLayer) before
-///   [`CombinedLayer::client`](crate::stats::CombinedLayer::client)) for
-///   the layer to see it.
-/// - Each (method, tenant) pair recorded has its own attribute sets,
-///   built on its first RPC (each status code's on the first RPC ending
-///   with it) and reused: no `KeyValue` is cloned and nothing allocated
-///   per RPC after that. A tenant that is not recorded by name is kept
-///   nowhere, so memory is bounded by the named tenants (at most
-///   [`TenantAttribute::MAX_TENANTS`]) times the methods recorded.
-/// - Each named tenant multiplies the time series of every method and
-///   status. The OpenTelemetry SDK folds the attribute sets past its
-///   cardinality limit (2 000 per instrument by default; a view changes
-///   it) into one `otel.metric.overflow` series: size K or the
-///   allow-list with that in mind.
-///
-/// A server and clients for two tenants, one of them allow-listed:
-///
-/// ```
-/// use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-/// use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-/// use tonic_health::pb::health_client::HealthClient;
-/// use tonic_health::pb::{HealthCheckRequest, health_server::SERVICE_NAME};
-/// use tonic_hotpath::stats::CombinedLayer;
-/// use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
-/// use tonic_hotpath::tenant::{OrgId, SetOrgIdLayer};
-///
-/// #[tokio::main(flavor = "current_thread")]
-/// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-///     let exporter = InMemoryMetricExporter::default();
-///     let provider = SdkMeterProvider::builder()
-///         .with_reader(PeriodicReader::builder(exporter.clone()).build())
-///         .build();
-///
-///     let metrics = OtelMetrics::builder(&provider)
-///         .with_service(SERVICE_NAME)
-///         .with_tenant_attribute(TenantAttribute::allow_list(["team-a"]))
-///         .build()?;
-///     let layer = CombinedLayer::server().with(metrics);
-///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-///     let addr = listener.local_addr()?;
-///     let (_reporter, health) = tonic_health::server::health_reporter();
-///     tokio::spawn(
-///         tonic::transport::Server::builder()
-///             .layer(layer.clone())
-///             .add_service(health)
-///             .serve_with_incoming(layer.incoming_tcp(listener)),
-///     );
-///
-///     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-///         .connect()
-///         .await?;
-///     for tenant in ["team-a", "team-b"] {
-///         let layered = tower::ServiceBuilder::new()
-///             .layer(SetOrgIdLayer::new(OrgId::new(tenant)?))
-///             .service(channel.clone());
-///         HealthClient::new(layered).check(HealthCheckRequest::default()).await?;
-///     }
-///
-///     provider.force_flush()?;
-///     let mut tenants = Vec::new();
-///     for resource in exporter.get_finished_metrics()? {
-///         for metric in resource.scope_metrics().flat_map(|scope| scope.metrics()) {
-///             if let AggregatedMetrics::U64(MetricData::Sum(started)) = metric.data() {
-///                 for point in started.data_points() {
-///                     let tenant = point.attributes().find(|kv| kv.key.as_str() == "grpc.tenant");
-///                     tenants.push((tenant.map(|kv| kv.value.to_string()), point.value()));
-///                 }
-///             }
-///         }
-///     }
-///     tenants.sort();
-///     assert_eq!(
-///         tenants,
-///         [(Some("other".to_owned()), 1), (Some("team-a".to_owned()), 1)]
-///     );
-///     Ok(())
-/// }
-/// ```
-///
 /// # Cost
 ///
 /// The handler works on either side (it reads [`RpcInfo::side`]), so one
@@ -229,11 +118,11 @@ use unproven::UnprovenPath;
 /// handle to the method's attribute sets, built in advance, in its
 /// [`MetricsRpcState`]: recording allocates nothing in this crate (an
 /// unproven server RPC's path longer than 94 bytes is copied to the heap).
-/// The tenant attribute adds a scan of the request headers for
-/// `x-scope-orgid` and one hash of the id per RPC, then atomic loads; a
-/// server copies a valid id it has not learned yet into the RPC's state
-/// while the RPC proves it (to the heap past 38 bytes), only while
-/// [`first_seen`](TenantAttribute::first_seen) has room.
+#[cfg_attr(
+    feature = "tenant",
+    doc = "The tenant attribute adds a scan of the request headers and one hash
+of the id per RPC (see [`TenantAttribute`])."
+)]
 ///
 /// A server and a client over 127.0.0.1, their metrics read back from the
 /// SDK's in-memory exporter:
@@ -294,6 +183,7 @@ pub struct OtelMetrics {
     server: ServerInstruments,
     client: ClientInstruments,
     methods: MethodTable,
+    #[cfg(feature = "tenant")]
     tenants: Option<TenantTable>,
 }
 
@@ -310,14 +200,16 @@ impl OtelMetrics {
 
 impl fmt::Debug for OtelMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OtelMetrics")
+        let mut debug = f.debug_struct("OtelMetrics");
+        debug
             .field("registered_methods", &self.methods.registered_len())
             .field("learned_methods", &self.methods.learned_len())
             .field("services", &self.methods.services().collect::<Vec<_>>())
             .field("method_filter", &self.methods.has_filter())
-            .field("target", self.methods.target())
-            .field("tenant_attribute", &self.tenants)
-            .finish_non_exhaustive()
+            .field("target", self.methods.target());
+        #[cfg(feature = "tenant")]
+        debug.field("tenant_attribute", &self.tenants);
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -329,6 +221,7 @@ impl StatsHandler for OtelMetrics {
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> MetricsRpcState {
         MetricsRpcState {
             method: self.tag_method(info.side, info.method),
+            #[cfg(feature = "tenant")]
             tenant: match self.tenants {
                 Some(_) => RpcTenant::Awaiting,
                 None => RpcTenant::Off,
@@ -347,7 +240,7 @@ impl StatsHandler for OtelMetrics {
     /// another RPC proved the method meanwhile). So the first calls of a
     /// method are counted as started when proven, not when they begin.
     /// With the tenant attribute, the same holds for a tenant a server may
-    /// learn (see "The tenant attribute"), and a client counts an RPC as
+    /// learn (see `TenantAttribute`), and a client counts an RPC as
     /// started at its `OutHeader`, which the layer delivers right after
     /// `Begin`.
     fn handle_rpc(&self, state: &mut MetricsRpcState, event: &RpcEvent<'_>) {
@@ -358,7 +251,7 @@ impl StatsHandler for OtelMetrics {
             return;
         };
         match event {
-            RpcEvent::Begin { .. } => self.count_started(side, method, &state.tenant),
+            RpcEvent::Begin { .. } => self.count_started(side, method, state),
             RpcEvent::OutPayload(payload) => {
                 state.sent = state
                     .sent
@@ -374,7 +267,7 @@ impl StatsHandler for OtelMetrics {
                     .end_time
                     .saturating_duration_since(end.begin_time)
                     .as_secs_f64();
-                let set = self.ended_attrs(side, method, &state.tenant, end);
+                let set = self.ended_attrs(side, method, state, end);
                 match side {
                     Side::Server => {
                         self.server.duration.record(seconds, set);
@@ -421,6 +314,7 @@ impl OtelMetrics {
         match (event, side) {
             // The request headers: before `Begin` on a server, after it on
             // a client.
+            #[cfg(feature = "tenant")]
             (RpcEvent::InHeader(headers), Side::Server)
             | (RpcEvent::OutHeader(headers), Side::Client) => {
                 if let (RpcTenant::Awaiting, Some(tenants)) = (&state.tenant, &self.tenants) {
@@ -431,6 +325,7 @@ impl OtelMetrics {
                 }
             }
             (RpcEvent::Begin { .. }, _) => {
+                #[cfg(feature = "tenant")]
                 if side == Side::Server && matches!(state.tenant, RpcTenant::Awaiting) {
                     // No request headers came first (only a handler driven
                     // by hand skips them).
@@ -451,7 +346,7 @@ impl OtelMetrics {
         if state.start_deferred && !state.is_unsettled() {
             state.start_deferred = false;
             if let RpcMethod::Known { side, method } = state.method {
-                self.count_started(side, method, &state.tenant);
+                self.count_started(side, method, state);
             }
         }
         true
@@ -475,6 +370,15 @@ impl OtelMetrics {
                 method,
             };
         }
+        #[cfg(feature = "tenant")]
+        self.settle_tenant(state, evidence);
+    }
+
+    /// Settles an unproven server tenant on `evidence`, as
+    /// [`settle_all`](Self::settle_all) does a method.
+    #[cfg(feature = "tenant")]
+    #[inline]
+    fn settle_tenant(&self, state: &mut MetricsRpcState, evidence: Evidence) {
         let Some(tenants) = &self.tenants else {
             return;
         };
@@ -492,36 +396,52 @@ impl OtelMetrics {
         }
     }
 
-    /// Counts an RPC of `method` (and `tenant`) as started on `side`.
+    /// Counts an RPC of `method` (and of `state`'s tenant) as started on
+    /// `side`.
     #[inline]
-    fn count_started(&self, side: Side, method: RecordedMethod, tenant: &RpcTenant) {
-        let attrs = match (&self.tenants, tenant.recorded()) {
-            (Some(tenants), Some(tenant)) => {
-                tenants.attrs(&self.methods, method, tenant).started(side)
-            }
-            _ => self.methods.attrs(method).started(side),
-        };
+    fn count_started(&self, side: Side, method: RecordedMethod, state: &MetricsRpcState) {
         let started = match side {
             Side::Server => &self.server.started,
             Side::Client => &self.client.attempt_started,
         };
-        started.add(1, attrs);
+        started.add(1, self.started_attrs(side, method, state));
     }
 
-    /// The attributes of the measurements recorded at `end`.
+    /// The attributes of `*.started` (with `state`'s tenant).
+    #[inline]
+    fn started_attrs(
+        &self,
+        side: Side,
+        method: RecordedMethod,
+        state: &MetricsRpcState,
+    ) -> &[KeyValue] {
+        #[cfg(feature = "tenant")]
+        if let (Some(tenants), Some(tenant)) = (&self.tenants, state.tenant.recorded()) {
+            return tenants.attrs(&self.methods, method, tenant).started(side);
+        }
+        #[cfg(not(feature = "tenant"))]
+        let _ = state;
+        self.methods.attrs(method).started(side)
+    }
+
+    /// The attributes of the measurements recorded at `end` (with
+    /// `state`'s tenant).
     #[inline]
     fn ended_attrs(
         &self,
         side: Side,
         method: RecordedMethod,
-        tenant: &RpcTenant,
+        state: &MetricsRpcState,
         end: &End<'_>,
     ) -> &[KeyValue] {
-        match (&self.tenants, tenant.recorded()) {
-            (Some(tenants), Some(tenant)) => tenants
+        #[cfg(feature = "tenant")]
+        if let (Some(tenants), Some(tenant)) = (&self.tenants, state.tenant.recorded()) {
+            return tenants
                 .attrs(&self.methods, method, tenant)
-                .ended(side, end.code),
-            _ => self.methods.attrs(method).ended(side, end.code),
+                .ended(side, end.code);
         }
+        #[cfg(not(feature = "tenant"))]
+        let _ = state;
+        self.methods.attrs(method).ended(side, end.code)
     }
 }

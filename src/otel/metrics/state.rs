@@ -2,9 +2,11 @@
 //! per RPC.
 
 use super::methods::RecordedMethod;
+#[cfg(feature = "tenant")]
 use super::tenants::RecordedTenant;
 use super::unproven::UnprovenPath;
 use crate::stats::Side;
+#[cfg(feature = "tenant")]
 use crate::tenant::OrgId;
 
 /// [`OtelMetrics`](super::OtelMetrics)' per-RPC state: how the RPC's
@@ -25,6 +27,7 @@ use crate::tenant::OrgId;
 #[derive(Debug, Default)]
 pub struct MetricsRpcState {
     pub(super) method: RpcMethod,
+    #[cfg(feature = "tenant")]
     pub(super) tenant: RpcTenant,
     /// `Begin` came while the method or tenant was unsettled: `*.started`
     /// is counted once both are.
@@ -37,8 +40,11 @@ impl MetricsRpcState {
     /// Whether the method or the tenant waits for a later event.
     #[inline]
     pub(super) fn is_unsettled(&self) -> bool {
-        matches!(self.method, RpcMethod::Unproven(_))
-            || matches!(self.tenant, RpcTenant::Awaiting | RpcTenant::Unproven(_))
+        #[cfg(feature = "tenant")]
+        let tenant_unsettled = matches!(self.tenant, RpcTenant::Awaiting | RpcTenant::Unproven(_));
+        #[cfg(not(feature = "tenant"))]
+        let tenant_unsettled = false;
+        matches!(self.method, RpcMethod::Unproven(_)) || tenant_unsettled
     }
 
     /// The RPC's side, unless the layer made the state without `tag_rpc`.
@@ -69,6 +75,7 @@ pub(super) enum RpcMethod {
 }
 
 /// How an RPC's tenant is recorded.
+#[cfg(feature = "tenant")]
 #[derive(Debug, Default)]
 pub(super) enum RpcTenant {
     /// The handler records no tenant.
@@ -85,6 +92,7 @@ pub(super) enum RpcTenant {
     Unproven(OrgId),
 }
 
+#[cfg(feature = "tenant")]
 impl RpcTenant {
     /// How the tenant is recorded, `None` if the handler records none.
     #[inline]

@@ -114,7 +114,7 @@ impl<B, H: StatsHandler> ObservedBody<B, H> {
     }
 
     /// The same body, polled inside `context` (see
-    /// [`StatsHandler::otel_context`](crate::stats::StatsHandler)).
+    /// [`StatsHandler::service_context`](crate::stats::StatsHandler)).
     #[inline(always)]
     pub(crate) fn in_context(mut self, context: RpcContext) -> Self {
         self.context = context;

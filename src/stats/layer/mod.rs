@@ -18,7 +18,8 @@
 //!   the last closes its free lists).
 //! - `status.rs`: the status an RPC ended with; `headers.rs`: the gRPC
 //!   headers read on the way (`grpc-status`, `grpc-timeout`, encodings);
-//!   `context.rs`: the OpenTelemetry context a server RPC runs in.
+//!   `context.rs`: the context (`ServiceContext`) a server RPC's inner
+//!   service runs in.
 
 mod body;
 mod connections;
