@@ -9,7 +9,10 @@
 //! - `idle_conns`: 10 000 idle connections through the layer's connection
 //!   wrappers with channelz on (the client ends in a child process);
 //! - `flood`: 100 000 distinct org ids and method names through every
-//!   layer, OTel metrics and tenant limits on.
+//!   layer, OTel metrics and tenant limits on;
+//! - `rapid_reset`: waves of 40 connections opening and cancelling calls
+//!   as fast as they can until h2 gives up on them (CVE-2023-44487's
+//!   shape): every call keeps its connection's state (no memory figures).
 //!
 //! Memory is counted process-wide ([`LiveBytesAllocator`]: bytes live and
 //! their peak), so the tests take turns ([`measure::serial`]); each states
@@ -40,4 +43,5 @@ mod measure;
 mod flood;
 mod idle_conns;
 mod inflate;
+mod rapid_reset;
 mod trickle;

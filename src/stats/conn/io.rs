@@ -36,7 +36,11 @@ pin_project! {
 
     impl<IO, H: StatsHandler> PinnedDrop for StatsIo<IO, H> {
         fn drop(this: Pin<&mut Self>) {
-            // Unlinked first: no RPC that begins after `ConnEnd` sees it.
+            // Unlinked first. A client RPC that begins after `ConnEnd` is
+            // not linked to it (its channel dials anew). A server call
+            // accepted on it still is, also when hyper dispatches it
+            // after `ConnEnd` (see `registry.rs`), as grpc-go's `TagRPC`
+            // sees the transport's context.
             this.owner.unlink(&this.tag);
             this.tag.end();
         }
@@ -50,7 +54,8 @@ pub(crate) enum ConnOwner<H: StatsHandler> {
     /// A client layer: the connection is published as its current one.
     Client(Arc<ConnLink<H>>),
     /// A server layer: the connection is registered under the keys read
-    /// from the `ConnectInfo` tonic takes from it (once per connection).
+    /// from the `ConnectInfo` tonic takes from it (once per connection),
+    /// and marked closed under them when it is dropped.
     Server {
         registry: Arc<ConnRegistry<H>>,
         keys: Mutex<Vec<ConnKey>>,
@@ -86,12 +91,10 @@ impl<H: StatsHandler> ConnOwner<H> {
             ConnOwner::None => {}
             ConnOwner::Client(link) => link.withdraw(tag),
             ConnOwner::Server { registry, keys } => {
-                for key in keys
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .drain(..)
-                {
-                    registry.remove(&key, tag);
+                let keys =
+                    std::mem::take(&mut *keys.lock().unwrap_or_else(PoisonError::into_inner));
+                for key in keys {
+                    registry.close(key, tag);
                 }
             }
         }

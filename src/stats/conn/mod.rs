@@ -5,9 +5,9 @@
 //! - `io.rs`: the wrapped IO, and the layer it is linked to.
 //! - `incoming.rs`: the server's wrapped accepted-connection stream.
 //! - `connector.rs`: the client's wrapped connector.
-//! - `registry.rs`: a server layer's open connections, found by a
-//!   request's connection info; `link.rs`: a client layer's current
-//!   connection.
+//! - `registry.rs`: a server layer's open (and last closed) connections,
+//!   found by a request's connection info; `link.rs`: a client layer's
+//!   current connection.
 
 mod connector;
 mod incoming;

@@ -21,7 +21,10 @@ use crate::stats::{ConnEvent, ConnInfo, StatsHandler};
 /// ([`CombinedLayer::incoming`](CombinedLayer::incoming)) finds the
 /// connection of each request by that info (TCP and Unix sockets; see
 /// `registry.rs`) and hands each handler its connection state in
-/// [`StatsHandler::tag_rpc`].
+/// [`StatsHandler::tag_rpc`]. A call accepted on a connection gets it also
+/// when hyper dispatches the call after the connection ended (`ConnEnd`
+/// first, as when h2 gives up on a peer that floods it with resets),
+/// unless more than 256 other connections of the layer closed in between.
 ///
 /// On the client, the connection a layer's connector
 /// ([`CombinedLayer::connector`](CombinedLayer::connector)) opened
