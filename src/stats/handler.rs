@@ -131,6 +131,11 @@ pub trait StatsHandler: Send + Sync + 'static {
     /// [`CombinedLayer::connector_with`]). A server layer whose handlers'
     /// `ConnState` is zero-sized (carries nothing) does not look the
     /// connection up: `conn` is then `None`.
+    ///
+    /// On the server, a call accepted on a connection carries it even when
+    /// hyper dispatches the call after the connection closed (its
+    /// `ConnEnd` then comes first), as under a rapid-reset flood; the layer
+    /// keeps its last 256 closed connections findable for that.
     fn tag_rpc(&self, info: &RpcInfo<'_>, conn: Option<&Self::ConnState>) -> Self::RpcState {
         let _ = (info, conn);
         Self::RpcState::default()

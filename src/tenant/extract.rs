@@ -33,7 +33,7 @@ pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdErr
 /// first, so an invalid member is the error; `a|a` is `a`); several are
 /// [`OrgIdError::MultipleTenants`], at the first `|`.
 #[inline]
-fn single_tenant(value: &[u8]) -> Result<&str, OrgIdError> {
+fn single_tenant(value: &[u8]) -> Result<&[u8], OrgIdError> {
     match classify(value)? {
         Tenants::One(id) => Ok(id),
         Tenants::Several { separator } => Err(OrgIdError::MultipleTenants {
@@ -66,7 +66,8 @@ fn single_tenant(value: &[u8]) -> Result<&str, OrgIdError> {
 /// ```
 #[inline]
 pub fn extract_from_headers(headers: &HeaderMap) -> Result<&str, OrgIdError> {
-    single_tenant(single_value(headers)?.as_bytes())
+    let id = single_tenant(single_value(headers)?.as_bytes())?;
+    Ok(wire::org_id::ascii_str(id, 0)?)
 }
 
 /// [`extract_from_headers`] over tonic metadata.
@@ -90,7 +91,7 @@ pub fn extract(metadata: &MetadataMap) -> Result<&str, OrgIdError> {
 #[inline]
 pub fn extract_owned_from_headers(headers: &HeaderMap) -> Result<OrgId, OrgIdError> {
     let id = single_tenant(single_value(headers)?.as_bytes())?;
-    Ok(OrgId::from_checked(id.as_bytes()))
+    Ok(OrgId::from_checked(id))
 }
 
 /// [`extract_owned_from_headers`] over tonic metadata.

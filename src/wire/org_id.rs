@@ -108,8 +108,11 @@ pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgId> 
 /// de-duplicated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tenants<'a> {
-    /// One tenant (`a`, or `a|a`: its first member, borrowed).
-    One(&'a str),
+    /// One tenant (`a`, or `a|a`: its first member, borrowed), checked:
+    /// its bytes are allowed org-id characters, all ASCII. (Bytes, not
+    /// `str`: an owned id copies them without a second pass; a borrowed
+    /// one reads them with [`ascii_str`].)
+    One(&'a [u8]),
     /// Several distinct tenants (`a|b`); the position of the first `|`.
     Several { separator: usize },
 }
@@ -120,7 +123,7 @@ pub(crate) enum Tenants<'a> {
 #[inline]
 pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgId> {
     match check_org_id(value, 0) {
-        Ok(()) => ascii_str(value, 0).map(Tenants::One),
+        Ok(()) => Ok(Tenants::One(value)),
         Err(InvalidOrgId::Character {
             byte: TENANT_SEPARATOR,
             position,
@@ -145,7 +148,7 @@ fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, Inval
         offset += member.len() + 1;
     }
     match (distinct, first) {
-        (false, Some(member)) => ascii_str(member, 0).map(Tenants::One),
+        (false, Some(member)) => Ok(Tenants::One(member)),
         _ => Ok(Tenants::Several { separator }),
     }
 }
@@ -250,8 +253,8 @@ mod tests {
 
     #[test]
     fn a_value_names_one_tenant_several_or_is_invalid_as_dskit_reads_it() {
-        assert_eq!(classify(b"team-a"), Ok(Tenants::One("team-a")));
-        assert_eq!(classify(b"a|a"), Ok(Tenants::One("a")), "de-duplicated");
+        assert_eq!(classify(b"team-a"), Ok(Tenants::One(b"team-a")));
+        assert_eq!(classify(b"a|a"), Ok(Tenants::One(b"a")), "de-duplicated");
         assert_eq!(classify(b"b|a|b"), Ok(Tenants::Several { separator: 1 }));
         assert_eq!(
             classify(b"a|b c"),

@@ -404,7 +404,7 @@ fn tenants_of<B>(request: &http::Request<B>) -> Option<Tenants<'_>> {
     }
     let value = single_value(request.headers()).ok()?.as_bytes();
     match classify(value).ok()? {
-        org_id::Tenants::One(id) => Some(Tenants::One(id)),
+        org_id::Tenants::One(id) => org_id::ascii_str(id, 0).ok().map(Tenants::One),
         org_id::Tenants::Several { .. } => TenantIds::parse_bytes(value).ok().map(Tenants::Parsed),
     }
 }
