@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use http::{HeaderMap, Request, Response, StatusCode};
-use tonic_hotpath::tenant::{self, InvalidOrgId, OrgId, OrgIdError, RequireOrgIdLayer, TenantIds};
+use tonic_hotpath::tenant::{self, InvalidOrgIdError, OrgId, OrgIdError, RequireOrgIdLayer, TenantIds};
 use tower::{Layer, Service};
 
 use super::body::now;
@@ -15,32 +15,32 @@ use super::input::{Input, headers};
 /// The rules, in their order: every byte allowed (the first that is not
 /// is the error), not empty, not `.` or `..`, at most 150 bytes, not
 /// reserved. `offset`: where `id` starts in the header value.
-fn rules(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
+fn rules(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdError> {
     let allowed = |b: u8| b.is_ascii_alphanumeric() || b"!-_.*'()".contains(&b);
     if let Some(at) = id.iter().position(|&b| !allowed(b)) {
-        return Err(InvalidOrgId::Character {
+        return Err(InvalidOrgIdError::Character {
             byte: id[at],
             position: offset + at,
         });
     }
     if id.is_empty() {
-        return Err(InvalidOrgId::Empty { position: offset });
+        return Err(InvalidOrgIdError::Empty { position: offset });
     }
     if id == b"." || id == b".." {
-        return Err(InvalidOrgId::DotSegment);
+        return Err(InvalidOrgIdError::DotSegment);
     }
     if id.len() > OrgId::MAX_LEN {
-        return Err(InvalidOrgId::TooLong { len: id.len() });
+        return Err(InvalidOrgIdError::TooLong { len: id.len() });
     }
     match OrgId::RESERVED.iter().find(|name| name.as_bytes() == id) {
-        Some(name) => Err(InvalidOrgId::Reserved { name }),
+        Some(name) => Err(InvalidOrgIdError::Reserved { name }),
         None => Ok(()),
     }
 }
 
 /// A federated list: each member by the rules (positions in the whole
 /// value), then sorted and de-duplicated.
-fn list(value: &[u8]) -> Result<Vec<&[u8]>, InvalidOrgId> {
+fn list(value: &[u8]) -> Result<Vec<&[u8]>, InvalidOrgIdError> {
     let mut ids = Vec::new();
     let mut offset = 0;
     for member in value.split(|&b| b == b'|') {

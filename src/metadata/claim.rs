@@ -7,7 +7,7 @@
 use http::{HeaderName, HeaderValue};
 
 use super::OutgoingMetadata;
-use super::error::ClaimedHeaderConflict;
+use super::error::ClaimedHeaderError;
 
 /// Headers that a layer above [`OutgoingMetadataLayer`] has set on a
 /// request, each to one value, and that the outgoing metadata chain sent
@@ -22,7 +22,7 @@ use super::error::ClaimedHeaderConflict;
 /// - exactly one, with the claimed value: it is not written (the value is
 ///   sent once, from the headers);
 /// - one with a different value, or several: the request is refused with
-///   `INVALID_ARGUMENT` ([`ClaimedHeaderConflict`] as the status's source)
+///   `INVALID_ARGUMENT` ([`ClaimedHeaderError`] as the status's source)
 ///   and not sent.
 ///
 /// Entries of names nobody claimed are written as always. Without an
@@ -131,7 +131,7 @@ impl ClaimedHeaders {
     /// written, `Ok(false)` if it names no claimed header, or the first
     /// conflict. One single-key walk of the chain per claim; nothing is
     /// allocated unless there is a conflict.
-    pub(crate) fn judge(&self, chain: &OutgoingMetadata) -> Result<bool, ClaimedHeaderConflict> {
+    pub(crate) fn judge(&self, chain: &OutgoingMetadata) -> Result<bool, ClaimedHeaderError> {
         let mut repeats = false;
         for (name, claimed) in self.iter() {
             match chain.first_and_count(name) {
@@ -169,8 +169,8 @@ fn different_value(
     name: &HeaderName,
     claimed: &HeaderValue,
     outgoing: &HeaderValue,
-) -> ClaimedHeaderConflict {
-    ClaimedHeaderConflict::DifferentValue {
+) -> ClaimedHeaderError {
+    ClaimedHeaderError::DifferentValue {
         header: name.as_str().to_owned(),
         claimed: shown(claimed, claimed),
         outgoing: shown(outgoing, claimed),
@@ -179,8 +179,8 @@ fn different_value(
 
 #[cold]
 #[inline(never)]
-fn several_values(name: &HeaderName, claimed: &HeaderValue, count: usize) -> ClaimedHeaderConflict {
-    ClaimedHeaderConflict::SeveralValues {
+fn several_values(name: &HeaderName, claimed: &HeaderValue, count: usize) -> ClaimedHeaderError {
+    ClaimedHeaderError::SeveralValues {
         header: name.as_str().to_owned(),
         claimed: shown(claimed, claimed),
         count,
@@ -202,7 +202,7 @@ mod tests {
         chain: &OutgoingMetadata,
         headers: &mut HeaderMap,
         claims: &ClaimedHeaders,
-    ) -> Result<(), ClaimedHeaderConflict> {
+    ) -> Result<(), ClaimedHeaderError> {
         let written = match claims.judge(chain)? {
             false => chain.write_to(headers),
             true => chain.write_unclaimed_to(headers, claims),
@@ -243,7 +243,7 @@ mod tests {
         let different = write(&chain(&["b"])).unwrap_err();
         assert_eq!(
             different,
-            ClaimedHeaderConflict::DifferentValue {
+            ClaimedHeaderError::DifferentValue {
                 header: "x-k".into(),
                 claimed: "a".into(),
                 outgoing: "b".into(),
@@ -257,7 +257,7 @@ mod tests {
         let several = write(&chain(&["a", "a"])).unwrap_err();
         assert_eq!(
             several,
-            ClaimedHeaderConflict::SeveralValues {
+            ClaimedHeaderError::SeveralValues {
                 header: "x-k".into(),
                 claimed: "a".into(),
                 count: 2,
@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(claims.judge(&chain(&["b"])), Ok(true));
         assert!(matches!(
             claims.judge(&chain(&["a"])),
-            Err(ClaimedHeaderConflict::DifferentValue { .. })
+            Err(ClaimedHeaderError::DifferentValue { .. })
         ));
         let unclaimed = OutgoingMetadata::new().append_static("x-y", "1").unwrap();
         assert_eq!(claims.judge(&unclaimed), Ok(false));
@@ -316,7 +316,7 @@ mod tests {
         let conflict = claims.judge(&chain(&["guess"])).unwrap_err();
         assert_eq!(
             conflict,
-            ClaimedHeaderConflict::DifferentValue {
+            ClaimedHeaderError::DifferentValue {
                 header: "x-k".into(),
                 claimed: "<sensitive>".into(),
                 outgoing: "<sensitive>".into(),

@@ -171,9 +171,9 @@ impl Error for MetadataError {}
 /// any value of a header whose claimed value is, shows as `<sensitive>`).
 ///
 /// ```
-/// use tonic_hotpath::metadata::ClaimedHeaderConflict;
+/// use tonic_hotpath::metadata::ClaimedHeaderError;
 ///
-/// let conflict = ClaimedHeaderConflict::DifferentValue {
+/// let conflict = ClaimedHeaderError::DifferentValue {
 ///     header: "x-scope-orgid".into(),
 ///     claimed: "acme".into(),
 ///     outgoing: "other".into(),
@@ -186,11 +186,11 @@ impl Error for MetadataError {}
 /// let status = tonic::Status::from(conflict.clone());
 /// assert_eq!(status.code(), tonic::Code::InvalidArgument);
 /// let source = std::error::Error::source(&status).unwrap();
-/// assert_eq!(source.downcast_ref::<ClaimedHeaderConflict>(), Some(&conflict));
+/// assert_eq!(source.downcast_ref::<ClaimedHeaderError>(), Some(&conflict));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ClaimedHeaderConflict {
+pub enum ClaimedHeaderError {
     /// The chain carries one value for the claimed header, a different one.
     DifferentValue {
         /// The header's name.
@@ -212,7 +212,7 @@ pub enum ClaimedHeaderConflict {
     },
 }
 
-impl ClaimedHeaderConflict {
+impl ClaimedHeaderError {
     /// The name of the claimed header.
     pub fn header(&self) -> &str {
         match self {
@@ -228,7 +228,7 @@ impl ClaimedHeaderConflict {
     }
 }
 
-impl fmt::Display for ClaimedHeaderConflict {
+impl fmt::Display for ClaimedHeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::DifferentValue {
@@ -253,12 +253,12 @@ impl fmt::Display for ClaimedHeaderConflict {
     }
 }
 
-impl Error for ClaimedHeaderConflict {}
+impl Error for ClaimedHeaderError {}
 
-impl From<ClaimedHeaderConflict> for tonic::Status {
+impl From<ClaimedHeaderError> for tonic::Status {
     /// `INVALID_ARGUMENT` with the conflict's message and the conflict as
     /// source.
-    fn from(conflict: ClaimedHeaderConflict) -> Self {
+    fn from(conflict: ClaimedHeaderError) -> Self {
         let mut status = tonic::Status::invalid_argument(conflict.to_string());
         status.set_source(std::sync::Arc::new(conflict));
         status

@@ -162,7 +162,7 @@ fn write_chain<B>(
 /// Writes `chain` into `headers` if it agrees with `claims`: its entries of
 /// a claimed name, which repeat the claimed value, are left out. A
 /// conflict is `INVALID_ARGUMENT` with the
-/// [`ClaimedHeaderConflict`](super::ClaimedHeaderConflict) as the
+/// [`ClaimedHeaderError`](super::ClaimedHeaderError) as the
 /// status's source, and nothing is written.
 #[inline(never)]
 fn write_judged(
@@ -184,7 +184,7 @@ pin_project! {
     /// sent: its headers could not take the chain (the [`MetadataError`](super::MetadataError)
     /// itself), or the chain disagrees with a claimed header (a
     /// `tonic::Status`, `INVALID_ARGUMENT`, with the
-    /// [`ClaimedHeaderConflict`](super::ClaimedHeaderConflict) as its source).
+    /// [`ClaimedHeaderError`](super::ClaimedHeaderError) as its source).
     #[derive(Debug)]
     pub struct ResponseFuture<F> {
         #[pin]

@@ -67,7 +67,7 @@ use tonic::metadata::MetadataMap;
 pub use claim::ClaimedHeaders;
 use delta::DeltaEntries;
 pub use delta::{GetAll, Iter, MetadataDelta};
-pub use error::{ClaimedHeaderConflict, MetadataError};
+pub use error::{ClaimedHeaderError, MetadataError};
 pub use key::MetadataEntry;
 pub use layer::{OutgoingMetadataLayer, OutgoingMetadataService, ResponseFuture};
 pub use scope::OutgoingMetadataExt;

@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use tonic::Status;
 use tower::{BoxError, Layer, Service};
 
-use crate::metadata::ClaimedHeaderConflict;
+use crate::metadata::ClaimedHeaderError;
 
 use super::error::InjectError;
 use super::future::InnerOrRejected;
@@ -60,7 +60,7 @@ use super::tenant_ids::TenantIds;
 ///   is not written again (it is sent once); a different one, or several,
 ///   fails the call with `INVALID_ARGUMENT` before anything is sent. This
 ///   layer turns that layer's
-///   [`ClaimedHeaderConflict`](crate::metadata::ClaimedHeaderConflict) into
+///   [`ClaimedHeaderError`](crate::metadata::ClaimedHeaderError) into
 ///   the [`InjectError`] the other order gives (`DifferentOrgIdPresent`
 ///   with the chain's id as `present`, or `TooManyHeaders` with the
 ///   chain's count).
@@ -208,7 +208,7 @@ fn claim_conflict_as_inject_error(error: BoxError) -> BoxError {
     let inject = error
         .downcast_ref::<Status>()
         .and_then(std::error::Error::source)
-        .and_then(|source| source.downcast_ref::<ClaimedHeaderConflict>())
+        .and_then(|source| source.downcast_ref::<ClaimedHeaderError>())
         .and_then(inject_error_of_claim_conflict);
     match inject {
         Some(inject) => Box::new(Status::from(inject)),

@@ -126,7 +126,7 @@ pub fn extract_tenant_ids(metadata: &MetadataMap) -> Result<TenantIds, OrgIdErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant::InvalidOrgId;
+    use crate::tenant::InvalidOrgIdError;
 
     fn headers(values: &[&'static str]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -202,11 +202,13 @@ mod tests {
     fn invalid_values_are_reported_with_their_rule() {
         assert_eq!(
             extract_from_headers(&headers(&[".."])),
-            Err(OrgIdError::Invalid(InvalidOrgId::DotSegment))
+            Err(OrgIdError::Invalid(InvalidOrgIdError::DotSegment))
         );
         assert_eq!(
             extract_from_headers(&headers(&[""])),
-            Err(OrgIdError::Invalid(InvalidOrgId::Empty { position: 0 }))
+            Err(OrgIdError::Invalid(InvalidOrgIdError::Empty {
+                position: 0
+            }))
         );
         let err = extract_from_headers(&headers(&["a b"])).unwrap_err();
         assert_eq!(

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use tonic::metadata::MetadataMap;
 
-use crate::metadata::{ClaimedHeaderConflict, ClaimedHeaders, OutgoingMetadata};
+use crate::metadata::{ClaimedHeaderError, ClaimedHeaders, OutgoingMetadata};
 
 use super::error::InjectError;
 use super::extract::{ORG_ID_HEADER, ORG_ID_HEADER_NAME};
@@ -189,20 +189,18 @@ fn claim_org_id(extensions: &mut http::Extensions, value: &HeaderValue) {
 /// means when the claimed header it names is the org id: the chain
 /// carries a different org id (`present`), or several. `None` for any
 /// other error.
-pub(crate) fn inject_error_of_claim_conflict(
-    conflict: &ClaimedHeaderConflict,
-) -> Option<InjectError> {
+pub(crate) fn inject_error_of_claim_conflict(conflict: &ClaimedHeaderError) -> Option<InjectError> {
     if conflict.header() != ORG_ID_HEADER {
         return None;
     }
     match conflict {
-        ClaimedHeaderConflict::DifferentValue {
+        ClaimedHeaderError::DifferentValue {
             claimed, outgoing, ..
         } => Some(InjectError::DifferentOrgIdPresent {
             present: outgoing.clone(),
             injected: claimed.clone(),
         }),
-        ClaimedHeaderConflict::SeveralValues { count, .. } => {
+        ClaimedHeaderError::SeveralValues { count, .. } => {
             Some(InjectError::TooManyHeaders { count: *count })
         }
     }

@@ -92,7 +92,7 @@ mod request_ext;
 mod tenant_ids;
 
 pub use crate::wire::org_id::validate_org_id;
-pub use crate::wire::org_id_error::{InvalidOrgId, OrgIdError};
+pub use crate::wire::org_id_error::{InvalidOrgIdError, OrgIdError};
 pub use error::InjectError;
 pub use extract::{
     extract, extract_from_headers, extract_owned, extract_owned_from_headers, extract_tenant_ids,

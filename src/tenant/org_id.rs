@@ -9,7 +9,7 @@ use std::sync::Arc;
 use http::HeaderValue;
 
 use crate::wire::org_id::{ascii_str, check_org_id};
-use crate::wire::org_id_error::InvalidOrgId;
+use crate::wire::org_id_error::InvalidOrgIdError;
 
 /// Ids up to this many bytes are stored inline: making or cloning them
 /// allocates nothing. A UUID (36 bytes) fits.
@@ -29,7 +29,7 @@ pub(crate) const INLINE_CAPACITY: usize = 38;
 /// assert_eq!(id.as_str(), "team-a");
 /// assert_eq!(id.to_string(), "team-a");
 /// assert!(OrgId::new("team a").is_err());
-/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgId>(())
+/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgIdError>(())
 /// ```
 #[derive(Clone)]
 pub struct OrgId {
@@ -47,13 +47,13 @@ enum Repr {
 
 impl OrgId {
     /// Validates `id` and makes an owned copy of it.
-    pub fn new(id: &str) -> Result<Self, InvalidOrgId> {
+    pub fn new(id: &str) -> Result<Self, InvalidOrgIdError> {
         Self::from_bytes(id.as_bytes())
     }
 
     /// Validates `id` (for example a header value's bytes) and makes an owned
     /// copy of it.
-    pub fn from_bytes(id: &[u8]) -> Result<Self, InvalidOrgId> {
+    pub fn from_bytes(id: &[u8]) -> Result<Self, InvalidOrgIdError> {
         check_org_id(id, 0)?;
         Ok(Self::from_checked(id))
     }
@@ -214,7 +214,7 @@ impl Hash for OrgId {
 }
 
 impl std::str::FromStr for OrgId {
-    type Err = InvalidOrgId;
+    type Err = InvalidOrgIdError;
 
     fn from_str(id: &str) -> Result<Self, Self::Err> {
         Self::new(id)
@@ -222,7 +222,7 @@ impl std::str::FromStr for OrgId {
 }
 
 impl TryFrom<&str> for OrgId {
-    type Error = InvalidOrgId;
+    type Error = InvalidOrgIdError;
 
     fn try_from(id: &str) -> Result<Self, Self::Error> {
         Self::new(id)

@@ -7,7 +7,7 @@ use http::HeaderValue;
 
 use super::org_id::{OrgId, header_value};
 use crate::wire::org_id::{TENANT_SEPARATOR, check_org_id};
-use crate::wire::org_id_error::InvalidOrgId;
+use crate::wire::org_id_error::InvalidOrgIdError;
 
 /// The tenants named by one `x-scope-orgid` value, validated, sorted and
 /// de-duplicated (Cortex's `NormalizeTenantIDs`).
@@ -24,7 +24,7 @@ use crate::wire::org_id_error::InvalidOrgId;
 ///
 /// let err = TenantIds::parse("a||b").unwrap_err();
 /// assert_eq!(err.to_string(), "org id is empty at byte 2");
-/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgId>(())
+/// # Ok::<(), tonic_hotpath::tenant::InvalidOrgIdError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TenantIds {
@@ -41,18 +41,18 @@ impl TenantIds {
     /// Parses `a|b|c`: splits on `|`, validates each member (an empty member
     /// is an error), then sorts and de-duplicates. Error positions are byte
     /// offsets in `value`.
-    pub fn parse(value: &str) -> Result<Self, InvalidOrgId> {
+    pub fn parse(value: &str) -> Result<Self, InvalidOrgIdError> {
         Self::parse_bytes(value.as_bytes())
     }
 
     /// [`TenantIds::parse`] over raw header-value bytes.
     #[inline]
-    pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgId> {
+    pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
         // The common single tenant is one pass; the first `|` is the first
         // byte the single-id check refuses.
         match check_org_id(value, 0) {
             Ok(()) => Ok(Self::from(OrgId::from_checked(value))),
-            Err(InvalidOrgId::Character {
+            Err(InvalidOrgIdError::Character {
                 byte: TENANT_SEPARATOR,
                 ..
             }) => Self::parse_several(value),
@@ -64,10 +64,10 @@ impl TenantIds {
     /// de-duplicates, as [`parse`](Self::parse) does with the members of
     /// `a|b|c`. Error positions are byte offsets in the ids joined with `|`
     /// (so an error means the same as from `parse` on that value); an empty
-    /// list is [`InvalidOrgId::Empty`] at byte 0, like `parse("")`.
+    /// list is [`InvalidOrgIdError::Empty`] at byte 0, like `parse("")`.
     ///
     /// ```
-    /// use tonic_hotpath::tenant::{InvalidOrgId, TenantIds};
+    /// use tonic_hotpath::tenant::{InvalidOrgIdError, TenantIds};
     ///
     /// let from_config = vec!["team-b".to_string(), "team-a".to_string()];
     /// let ids = TenantIds::from_ids(&from_config)?;
@@ -75,12 +75,12 @@ impl TenantIds {
     ///
     /// assert_eq!(
     ///     TenantIds::from_ids(["ok", "not ok"]).unwrap_err(),
-    ///     InvalidOrgId::Character { byte: b' ', position: 6 }, // in "ok|not ok"
+    ///     InvalidOrgIdError::Character { byte: b' ', position: 6 }, // in "ok|not ok"
     /// );
     /// assert!(TenantIds::from_ids(Vec::<&str>::new()).is_err());
-    /// # Ok::<(), InvalidOrgId>(())
+    /// # Ok::<(), InvalidOrgIdError>(())
     /// ```
-    pub fn from_ids<I>(ids: I) -> Result<Self, InvalidOrgId>
+    pub fn from_ids<I>(ids: I) -> Result<Self, InvalidOrgIdError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -90,7 +90,7 @@ impl TenantIds {
 
     /// Splits on `|`, validates each member, sorts and de-duplicates.
     #[inline(never)]
-    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgId> {
+    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
         Self::from_members(value.split(|&b| b == TENANT_SEPARATOR), |member| member)
     }
 
@@ -100,7 +100,7 @@ impl TenantIds {
     fn from_members<M>(
         members: impl Iterator<Item = M>,
         bytes: impl Fn(&M) -> &[u8],
-    ) -> Result<Self, InvalidOrgId> {
+    ) -> Result<Self, InvalidOrgIdError> {
         let mut ids = Vec::new();
         let mut offset = 0;
         for member in members {
@@ -110,7 +110,7 @@ impl TenantIds {
             offset += member.len() + 1;
         }
         if ids.is_empty() {
-            return Err(InvalidOrgId::Empty { position: 0 });
+            return Err(InvalidOrgIdError::Empty { position: 0 });
         }
         ids.sort_unstable();
         ids.dedup();
@@ -233,15 +233,15 @@ mod tests {
     fn empty_members_are_errors_with_their_position() {
         assert_eq!(
             TenantIds::parse("a|").unwrap_err(),
-            InvalidOrgId::Empty { position: 2 }
+            InvalidOrgIdError::Empty { position: 2 }
         );
         assert_eq!(
             TenantIds::parse("|a").unwrap_err(),
-            InvalidOrgId::Empty { position: 0 }
+            InvalidOrgIdError::Empty { position: 0 }
         );
         assert_eq!(
             TenantIds::parse("").unwrap_err(),
-            InvalidOrgId::Empty { position: 0 }
+            InvalidOrgIdError::Empty { position: 0 }
         );
     }
 
@@ -260,7 +260,7 @@ mod tests {
         // A member is one id: a `|` inside it is a bad character.
         assert_eq!(
             TenantIds::from_ids(["a", "b|c"]).unwrap_err(),
-            InvalidOrgId::Character {
+            InvalidOrgIdError::Character {
                 byte: b'|',
                 position: 3
             }
@@ -278,19 +278,19 @@ mod tests {
     fn member_errors_report_positions_in_the_whole_value() {
         assert_eq!(
             TenantIds::parse("ab|c d").unwrap_err(),
-            InvalidOrgId::Character {
+            InvalidOrgIdError::Character {
                 byte: b' ',
                 position: 4
             }
         );
         assert_eq!(
             TenantIds::parse("a|..").unwrap_err(),
-            InvalidOrgId::DotSegment
+            InvalidOrgIdError::DotSegment
         );
         let long = format!("a|{}", "x".repeat(151));
         assert_eq!(
             TenantIds::parse(&long).unwrap_err(),
-            InvalidOrgId::TooLong { len: 151 }
+            InvalidOrgIdError::TooLong { len: 151 }
         );
     }
 }

@@ -9,7 +9,7 @@
 //! On top of Cortex, an empty id is refused: Cortex lets `""` through
 //! `ValidTenantID`, which turns `"a|"` into the tenants `["", "a"]`.
 
-use super::org_id_error::InvalidOrgId;
+use super::org_id_error::InvalidOrgIdError;
 
 /// The longest valid org id, in bytes (Cortex's `MaxTenantIDLength`).
 pub(crate) const MAX_ORG_ID_LEN: usize = 150;
@@ -46,9 +46,9 @@ pub(crate) fn is_allowed_byte(byte: u8) -> bool {
 /// Checks one org id against every rule. `offset` is where `id` starts in
 /// the header value it came from, so errors report positions in that value.
 #[inline]
-pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
+pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdError> {
     if let Some(position) = id.iter().position(|&b| !is_allowed_byte(b)) {
-        return Err(InvalidOrgId::Character {
+        return Err(InvalidOrgIdError::Character {
             byte: id[position],
             position: offset + position,
         });
@@ -58,13 +58,13 @@ pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgId>
 
 /// The rules that look at the whole id rather than at each byte.
 #[inline]
-fn check_shape(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
+fn check_shape(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdError> {
     match id {
-        [] => Err(InvalidOrgId::Empty { position: offset }),
-        b"." | b".." => Err(InvalidOrgId::DotSegment),
-        _ if id.len() > MAX_ORG_ID_LEN => Err(InvalidOrgId::TooLong { len: id.len() }),
+        [] => Err(InvalidOrgIdError::Empty { position: offset }),
+        b"." | b".." => Err(InvalidOrgIdError::DotSegment),
+        _ if id.len() > MAX_ORG_ID_LEN => Err(InvalidOrgIdError::TooLong { len: id.len() }),
         _ => match RESERVED_ORG_IDS.iter().find(|r| r.as_bytes() == id) {
-            Some(reserved) => Err(InvalidOrgId::Reserved { name: reserved }),
+            Some(reserved) => Err(InvalidOrgIdError::Reserved { name: reserved }),
             None => Ok(()),
         },
     }
@@ -83,7 +83,7 @@ fn check_shape(id: &[u8], offset: usize) -> Result<(), InvalidOrgId> {
 /// let err = validate_org_id(b"team a").unwrap_err();
 /// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
 /// ```
-pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgId> {
+pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgIdError> {
     check_org_id(id, 0)?;
     ascii_str(id, 0)
 }
@@ -92,10 +92,10 @@ pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgId> {
 /// unreachable after [`check_org_id`]; it still maps to an error value
 /// rather than a panic.
 #[inline]
-pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgId> {
+pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgIdError> {
     std::str::from_utf8(id).map_err(|e| {
         let position = e.valid_up_to();
-        InvalidOrgId::Character {
+        InvalidOrgIdError::Character {
             byte: id[position],
             position: offset + position,
         }
@@ -121,10 +121,10 @@ pub(crate) enum Tenants<'a> {
 /// extractors, the server layer, the limits, the metrics' tenant
 /// attribute) sorts a value into one tenant, several, or invalid.
 #[inline]
-pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgId> {
+pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgIdError> {
     match check_org_id(value, 0) {
         Ok(()) => Ok(Tenants::One(value)),
-        Err(InvalidOrgId::Character {
+        Err(InvalidOrgIdError::Character {
             byte: TENANT_SEPARATOR,
             position,
         }) => classify_several(value, position),
@@ -135,7 +135,7 @@ pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgId> {
 /// [`classify`] for a value with a `|` at `separator` (the first byte the
 /// single-id rules refused).
 #[cold]
-fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, InvalidOrgId> {
+fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, InvalidOrgIdError> {
     let mut offset = 0;
     let mut first: Option<&[u8]> = None;
     let mut distinct = false;
@@ -157,7 +157,7 @@ fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, Inval
 mod tests {
     use super::*;
 
-    fn err(id: &[u8]) -> InvalidOrgId {
+    fn err(id: &[u8]) -> InvalidOrgIdError {
         check_org_id(id, 0).unwrap_err()
     }
 
@@ -192,7 +192,7 @@ mod tests {
         ] {
             assert_eq!(
                 err(&[b'a', b]),
-                InvalidOrgId::Character {
+                InvalidOrgIdError::Character {
                     byte: b,
                     position: 1
                 }
@@ -205,7 +205,7 @@ mod tests {
         let ok = vec![b'a'; MAX_ORG_ID_LEN];
         assert!(check_org_id(&ok, 0).is_ok());
         let long = vec![b'a'; MAX_ORG_ID_LEN + 1];
-        assert_eq!(err(&long), InvalidOrgId::TooLong { len: 151 });
+        assert_eq!(err(&long), InvalidOrgIdError::TooLong { len: 151 });
         assert_eq!(
             err(&long).to_string(),
             "org id is 151 bytes long, the limit is 150"
@@ -214,8 +214,8 @@ mod tests {
 
     #[test]
     fn dot_segments_are_refused_but_dots_inside_ids_are_fine() {
-        assert_eq!(err(b"."), InvalidOrgId::DotSegment);
-        assert_eq!(err(b".."), InvalidOrgId::DotSegment);
+        assert_eq!(err(b"."), InvalidOrgIdError::DotSegment);
+        assert_eq!(err(b".."), InvalidOrgIdError::DotSegment);
         for ok in [&b"..."[..], b".a", b"a.", b"a..b"] {
             assert!(check_org_id(ok, 0).is_ok());
         }
@@ -223,16 +223,16 @@ mod tests {
 
     #[test]
     fn empty_and_reserved_ids_are_refused() {
-        assert_eq!(err(b""), InvalidOrgId::Empty { position: 0 });
+        assert_eq!(err(b""), InvalidOrgIdError::Empty { position: 0 });
         assert_eq!(
             err(b"__markers__"),
-            InvalidOrgId::Reserved {
+            InvalidOrgIdError::Reserved {
                 name: "__markers__"
             }
         );
         assert_eq!(
             err(b"user-index.json.gz"),
-            InvalidOrgId::Reserved {
+            InvalidOrgIdError::Reserved {
                 name: "user-index.json.gz"
             }
         );
@@ -244,7 +244,7 @@ mod tests {
     fn positions_include_the_offset_and_name_the_first_bad_byte() {
         assert_eq!(
             check_org_id(b"ab%c$", 7).unwrap_err(),
-            InvalidOrgId::Character {
+            InvalidOrgIdError::Character {
                 byte: b'%',
                 position: 9
             }
@@ -258,22 +258,31 @@ mod tests {
         assert_eq!(classify(b"b|a|b"), Ok(Tenants::Several { separator: 1 }));
         assert_eq!(
             classify(b"a|b c"),
-            Err(InvalidOrgId::Character {
+            Err(InvalidOrgIdError::Character {
                 byte: b' ',
                 position: 3
             }),
             "an invalid member is the error, not the count"
         );
-        assert_eq!(classify(b"a|"), Err(InvalidOrgId::Empty { position: 2 }));
-        assert_eq!(classify(b"|a"), Err(InvalidOrgId::Empty { position: 0 }));
-        assert_eq!(classify(b"a||b"), Err(InvalidOrgId::Empty { position: 2 }));
+        assert_eq!(
+            classify(b"a|"),
+            Err(InvalidOrgIdError::Empty { position: 2 })
+        );
+        assert_eq!(
+            classify(b"|a"),
+            Err(InvalidOrgIdError::Empty { position: 0 })
+        );
+        assert_eq!(
+            classify(b"a||b"),
+            Err(InvalidOrgIdError::Empty { position: 2 })
+        );
         assert_eq!(
             classify(b"a b|c"),
-            Err(InvalidOrgId::Character {
+            Err(InvalidOrgIdError::Character {
                 byte: b' ',
                 position: 1
             })
         );
-        assert_eq!(classify(b".."), Err(InvalidOrgId::DotSegment));
+        assert_eq!(classify(b".."), Err(InvalidOrgIdError::DotSegment));
     }
 }

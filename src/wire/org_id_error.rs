@@ -1,6 +1,6 @@
-//! The errors of an org id read off the wire: [`InvalidOrgId`] (Cortex's
+//! The errors of an org id read off the wire: [`InvalidOrgIdError`] (Cortex's
 //! rules) and [`OrgIdError`] (the header as a whole). Public as
-//! `tonic_hotpath::tenant::{InvalidOrgId, OrgIdError}`.
+//! `tonic_hotpath::tenant::{InvalidOrgIdError, OrgIdError}`.
 
 use std::fmt;
 
@@ -11,16 +11,16 @@ use super::org_id::MAX_ORG_ID_LEN;
 /// Why a value is not a valid org id (Cortex's tenant rules).
 ///
 /// ```
-/// use tonic_hotpath::tenant::{InvalidOrgId, OrgId};
+/// use tonic_hotpath::tenant::{InvalidOrgIdError, OrgId};
 ///
 /// let err = OrgId::new("team a").unwrap_err();
-/// assert_eq!(err, InvalidOrgId::Character { byte: b' ', position: 4 });
+/// assert_eq!(err, InvalidOrgIdError::Character { byte: b' ', position: 4 });
 /// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
-/// assert_eq!(OrgId::new("..").unwrap_err(), InvalidOrgId::DotSegment);
+/// assert_eq!(OrgId::new("..").unwrap_err(), InvalidOrgIdError::DotSegment);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum InvalidOrgId {
+pub enum InvalidOrgIdError {
     /// A byte outside `a-z A-Z 0-9 ! - _ . * ' ( )`.
     Character {
         /// The offending byte (may be non-ASCII: header values allow `obs-text`).
@@ -47,7 +47,7 @@ pub enum InvalidOrgId {
     },
 }
 
-impl fmt::Display for InvalidOrgId {
+impl fmt::Display for InvalidOrgIdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Character { byte, position } => write!(
@@ -66,7 +66,7 @@ impl fmt::Display for InvalidOrgId {
     }
 }
 
-impl std::error::Error for InvalidOrgId {}
+impl std::error::Error for InvalidOrgIdError {}
 
 /// Why an org id could not be taken from a request's `x-scope-orgid` header.
 ///
@@ -75,7 +75,7 @@ impl std::error::Error for InvalidOrgId {}
 /// ```
 /// use tonic::Code;
 /// use tonic::metadata::MetadataMap;
-/// use tonic_hotpath::tenant::{self, InvalidOrgId, OrgIdError};
+/// use tonic_hotpath::tenant::{self, InvalidOrgIdError, OrgIdError};
 ///
 /// let missing = tenant::extract(&MetadataMap::new()).unwrap_err();
 /// assert_eq!(missing, OrgIdError::Missing);
@@ -86,7 +86,7 @@ impl std::error::Error for InvalidOrgId {}
 /// let invalid = tenant::extract(&metadata).unwrap_err();
 /// assert_eq!(
 ///     invalid,
-///     OrgIdError::Invalid(InvalidOrgId::Character { byte: b'/', position: 4 })
+///     OrgIdError::Invalid(InvalidOrgIdError::Character { byte: b'/', position: 4 })
 /// );
 /// assert_eq!(invalid.code(), Code::InvalidArgument);
 /// ```
@@ -108,7 +108,7 @@ pub enum OrgIdError {
         position: usize,
     },
     /// The header value breaks a tenant rule. Maps to `INVALID_ARGUMENT`.
-    Invalid(InvalidOrgId),
+    Invalid(InvalidOrgIdError),
 }
 
 impl OrgIdError {
@@ -146,8 +146,8 @@ impl std::error::Error for OrgIdError {
     }
 }
 
-impl From<InvalidOrgId> for OrgIdError {
-    fn from(invalid: InvalidOrgId) -> Self {
+impl From<InvalidOrgIdError> for OrgIdError {
+    fn from(invalid: InvalidOrgIdError) -> Self {
         Self::Invalid(invalid)
     }
 }
