@@ -6,7 +6,9 @@
 use std::convert::Infallible;
 
 use http::{HeaderMap, Request, Response, StatusCode};
-use tonic_hotpath::tenant::{self, InvalidOrgIdError, OrgId, OrgIdError, RequireOrgIdLayer, TenantIds};
+use tonic_hotpath::tenant::{
+    self, InvalidOrgIdError, OrgId, OrgIdError, RequireOrgIdLayer, TenantIds,
+};
 use tower::{Layer, Service};
 
 use super::body::now;
