@@ -214,6 +214,15 @@ mod tests {
         (ConnKey::Tcp { local, peer }, tag)
     }
 
+    /// Opens and closes one connection per port in `ports`.
+    fn churn(registry: &Registry, ports: std::ops::RangeInclusive<u16>) {
+        for port in ports {
+            let (key, tag) = conn(port);
+            registry.insert(key, &tag);
+            registry.close(key, &tag);
+        }
+    }
+
     fn finds(registry: &Registry, key: &ConnKey, tag: &ConnTag<Stateful>) -> bool {
         registry.get(key).is_some_and(|found| found.same_conn(tag))
     }
@@ -225,11 +234,7 @@ mod tests {
         registry.insert(key, &tag);
         registry.close(key, &tag);
         assert!(finds(&registry, &key, &tag), "found once closed");
-        for port in 2..=Registry::CLOSED_KEPT as u16 {
-            let (later, later_tag) = conn(port);
-            registry.insert(later, &later_tag);
-            registry.close(later, &later_tag);
-        }
+        churn(&registry, 2..=Registry::CLOSED_KEPT as u16);
         assert!(finds(&registry, &key, &tag), "found while among the kept");
         let (last, last_tag) = conn(Registry::CLOSED_KEPT as u16 + 1);
         registry.insert(last, &last_tag);
@@ -256,11 +261,7 @@ mod tests {
         registry.insert(key, &new);
         assert!(finds(&registry, &key, &new));
         // Forgetting the old one leaves the new one registered.
-        for port in 2..=Registry::CLOSED_KEPT as u16 + 1 {
-            let (later, later_tag) = conn(port);
-            registry.insert(later, &later_tag);
-            registry.close(later, &later_tag);
-        }
+        churn(&registry, 2..=Registry::CLOSED_KEPT as u16 + 1);
         assert!(finds(&registry, &key, &new), "the open connection stays");
     }
 

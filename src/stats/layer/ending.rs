@@ -34,6 +34,13 @@ pub(crate) enum Phase {
     Ended,
 }
 
+impl Phase {
+    /// Whether `End` was delivered.
+    pub(crate) fn is_ended(&self) -> bool {
+        matches!(self, Phase::Ended)
+    }
+}
+
 /// A gRPC status: its code and, unless empty, its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Status {

@@ -274,21 +274,17 @@ impl<H: StatsHandler> RpcEvents<'_, H> {
     /// reset the stream). Messages that complete in one body chunk share
     /// one `time` (they arrived together).
     pub(crate) fn payload(&mut self, direction: Direction, payload: Payload<'_>) {
-        let delivered = match direction {
-            Direction::Inbound => !matches!(self.progress.phase, Phase::Ended),
-            Direction::Outbound => self.stream_open(),
+        let event = match direction {
+            Direction::Inbound if !self.progress.phase.is_ended() => RpcEvent::InPayload(payload),
+            Direction::Outbound if self.stream_open() => RpcEvent::OutPayload(payload),
+            _ => return,
         };
-        if delivered {
-            self.deliver(&match direction {
-                Direction::Inbound => RpcEvent::InPayload(payload),
-                Direction::Outbound => RpcEvent::OutPayload(payload),
-            });
-        }
+        self.deliver(&event);
     }
 
     /// The client finished sending (the request body ended).
     pub(crate) fn half_close(&mut self) {
-        if !matches!(self.progress.phase, Phase::Ended) {
+        if !self.progress.phase.is_ended() {
             self.deliver(&RpcEvent::HalfClose {
                 time: Instant::now(),
             });
@@ -455,7 +451,7 @@ impl<S> RpcProgress<S> {
     /// Records an error (the first one is kept) and `code` as the status
     /// unless one is known. Nothing once the RPC has ended.
     fn record_error(&mut self, error: RpcError, code: Option<Code>) {
-        if matches!(self.phase, Phase::Ended) {
+        if self.phase.is_ended() {
             return;
         }
         if self.error.is_none() {
