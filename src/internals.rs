@@ -92,20 +92,31 @@ mod binlog {
     use bytes::Bytes;
     use http::HeaderMap;
 
+    use prost::Message as _;
+
+    use crate::binlog::metadata::LoggedMetadata;
     use crate::binlog::proto::Metadata;
 
-    /// Headers as a binary log entry's metadata (`-bin` values decoded).
-    pub fn binlog_metadata(headers: &HeaderMap) -> Metadata {
-        crate::binlog::metadata::metadata(headers)
+    /// Headers as a binary log entry's metadata (`-bin` values decoded),
+    /// cut by grpc-go's truncation rule at `limit` bytes (`u64::MAX`: no
+    /// limit), encoded as the log encodes it and decoded back; whether
+    /// entries were cut.
+    ///
+    /// # Panics
+    ///
+    /// If the encoding is not as long as it was measured, or does not
+    /// decode: a bug for the fuzzer to find.
+    pub fn binlog_metadata(headers: &HeaderMap, limit: u64) -> (Metadata, bool) {
+        let logged = LoggedMetadata::new(headers, limit);
+        let mut encoded = Vec::new();
+        logged.encode(&mut encoded);
+        assert_eq!(encoded.len(), logged.encoded_len(), "measured length");
+        let metadata = Metadata::decode(encoded.as_slice()).expect("the encoding decodes");
+        (metadata, logged.truncated())
     }
 
     /// `grpc-status-details-bin`, decoded as the binary log does.
     pub fn binlog_status_details(headers: &HeaderMap) -> Bytes {
         crate::binlog::metadata::status_details(headers)
-    }
-
-    /// grpc-go's header truncation rule; whether an entry was dropped.
-    pub fn binlog_truncate_metadata(metadata: &mut Metadata, limit: u64) -> bool {
-        crate::binlog::metadata::truncate_metadata(metadata, limit)
     }
 }

@@ -149,7 +149,8 @@ fn content_type(value: &[u8]) {
 fn binary_log(input: &mut Input<'_>) {
     let limit = u64::from(input.u16());
     let headers = headers(input, &NAMES, 64);
-    let metadata = internals::binlog_metadata(&headers);
+    let (metadata, cut) = internals::binlog_metadata(&headers, u64::MAX);
+    assert!(!cut, "no limit, nothing cut");
     let omitted = |key: &str| {
         matches!(
             key,
@@ -195,8 +196,7 @@ fn binary_log(input: &mut Input<'_>) {
 
     // grpc-go's truncateMetadata: entries up to the first that would take
     // the total (keys and values, grpc-trace-bin not counted) past the limit.
-    let mut truncated = metadata.clone();
-    let dropped = internals::binlog_truncate_metadata(&mut truncated, limit);
+    let (truncated, dropped) = internals::binlog_metadata(&headers, limit);
     let mut total = 0u64;
     let mut kept = 0;
     for entry in &metadata.entry {

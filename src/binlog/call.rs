@@ -2,16 +2,20 @@
 //! and by its rules (`internal/binarylog/method_logger.go`, and where
 //! `server.go` and `stream.go` call it).
 
+use std::io;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::HeaderMap;
 use tonic::Code;
 
+use super::encode::{EntryHead, EntryPayload, encode_framed};
 use super::filter::LogLimits;
-use super::metadata::{metadata, status_details, truncate_metadata};
-use super::proto::grpc_log_entry::{EventType, Logger, Payload as EntryPayload};
-use super::proto::{Address, ClientHeader, GrpcLogEntry, Message, Metadata, ServerHeader, Trailer};
+use super::metadata::{LoggedMetadata, status_details};
+use super::proto::Address;
+use super::proto::grpc_log_entry::{EventType, Logger};
+use super::sink::Framing;
+use super::writer::{CallMark, EntryWriter};
 use crate::stats::{End, Payload, RpcError, RpcEvent, Side};
 use crate::wire;
 
@@ -33,17 +37,35 @@ pub(crate) struct CallStart {
 pub(crate) struct Call {
     start: CallStart,
     next_sequence: u64,
-    /// Server: the client's header, held until something shows the method
-    /// exists (grpc-go logs nothing for an unknown method).
-    held_header: Option<GrpcLogEntry>,
+    /// Server: the client's header, framed, held until something shows
+    /// the method exists (grpc-go logs nothing for an unknown method);
+    /// empty if it could not be framed.
+    held_header: Option<Vec<u8>>,
     /// Request messages seen.
     requests: u32,
     /// The trailers sent (server) or received (client), logged at the
     /// call's end with its final status.
-    trailers: Option<(Metadata, Bytes)>,
+    trailers: Option<HeldTrailers>,
     /// The call's last entry (its trailer or cancel) was logged, or the
     /// call was found to be one not to log.
     over: bool,
+    /// Where the call's last entry went (its entries stay in order).
+    mark: CallMark,
+}
+
+/// The trailers, kept for the trailer entry at the call's end.
+#[derive(Debug, Default)]
+struct HeldTrailers {
+    /// The fields of their `Metadata` message.
+    metadata: Vec<u8>,
+    /// `grpc-status-details-bin`, decoded.
+    details: Bytes,
+}
+
+/// A status as a trailer entry carries it.
+struct Status<'a> {
+    code: Code,
+    message: &'a str,
 }
 
 impl Call {
@@ -55,31 +77,40 @@ impl Call {
             requests: 0,
             trailers: None,
             over: false,
+            mark: CallMark::default(),
         }
     }
 
-    /// The entries `event` gives, handed to `log` in order.
-    pub(crate) fn observe(&mut self, event: &RpcEvent<'_>, log: &mut impl FnMut(GrpcLogEntry)) {
+    /// Logs the entries `event` gives, in order, to `writer`.
+    pub(crate) fn observe(&mut self, event: &RpcEvent<'_>, writer: &EntryWriter) {
         if self.over {
             return;
         }
         match (self.start.side, event) {
             (Side::Server, RpcEvent::InHeader(headers)) => {
-                let entry = self.client_header(headers);
-                self.held_header = Some(entry);
+                let sequence = self.take_sequence();
+                let mut held = Vec::new();
+                let framing = writer.framing();
+                if client_header(&self.start, sequence, headers, framing, &mut held).is_err() {
+                    held.clear();
+                }
+                self.held_header = Some(held);
             }
             (Side::Client, RpcEvent::OutHeader(headers)) => {
-                let entry = self.client_header(headers);
-                log(entry);
+                let sequence = self.take_sequence();
+                let framing = writer.framing();
+                let Self { start, mark, .. } = self;
+                writer.append(mark, |buf| {
+                    client_header(start, sequence, headers, framing, buf)
+                });
             }
             (Side::Server, RpcEvent::OutHeader(headers))
             | (Side::Client, RpcEvent::InHeader(headers)) => {
-                self.release_header(log);
-                let entry = self.server_header(headers);
-                log(entry);
+                self.release_header(writer);
+                self.server_header(headers, writer);
             }
             (side, RpcEvent::InPayload(payload) | RpcEvent::OutPayload(payload)) => {
-                self.release_header(log);
+                self.release_header(writer);
                 let from_client = matches!(
                     (side, event),
                     (Side::Server, RpcEvent::InPayload(_))
@@ -88,15 +119,17 @@ impl Call {
                 if from_client {
                     self.requests = self.requests.saturating_add(1);
                 }
-                if let Some(entry) = self.message(from_client, payload) {
-                    log(entry);
-                }
+                self.message(from_client, payload, writer);
             }
             (_, RpcEvent::HalfClose { .. }) => {
-                self.release_header(log);
+                self.release_header(writer);
                 if self.client_streams() {
-                    let entry = self.entry(EventType::ClientHalfClose, None, false);
-                    log(entry);
+                    self.log(
+                        writer,
+                        EventType::ClientHalfClose,
+                        EntryPayload::None,
+                        false,
+                    );
                 }
             }
             (Side::Server, RpcEvent::OutTrailer(trailers))
@@ -109,12 +142,18 @@ impl Call {
             (_, RpcEvent::OutTrailer(trailers) | RpcEvent::InTrailer(trailers)) => {
                 // Logged at `End`, with the call's final status (the
                 // trailers' own, or the one its receiver gave).
-                self.release_header(log);
-                self.trailers = Some((metadata(trailers), status_details(trailers)));
+                self.release_header(writer);
+                let metadata = LoggedMetadata::new(trailers, u64::MAX);
+                let mut encoded = Vec::with_capacity(metadata.encoded_len());
+                metadata.encode(&mut encoded);
+                self.trailers = Some(HeldTrailers {
+                    metadata: encoded,
+                    details: status_details(trailers),
+                });
             }
             (side, RpcEvent::End(end)) => {
-                self.release_header(log);
-                log(self.last_entry(side, end));
+                self.release_header(writer);
+                self.last_entry(side, end, writer);
                 self.over = true;
             }
             _ => {}
@@ -129,151 +168,166 @@ impl Call {
         self.start.client_streaming.unwrap_or(self.requests != 1)
     }
 
-    /// The call's last entry, at its end when no trailer was logged: the
-    /// client's cancel (the call dropped before its status) or the status
-    /// it ended with. As in grpc-go, a client whose deadline passed logs
-    /// a trailer with `DEADLINE_EXCEEDED`, not a cancel.
-    fn last_entry(&mut self, side: Side, end: &End<'_>) -> GrpcLogEntry {
+    /// The call's last entry, at its end: the client's cancel (the call
+    /// dropped before its status) or the status it ended with. As in
+    /// grpc-go, a client whose deadline passed logs a trailer with
+    /// `DEADLINE_EXCEEDED`, not a cancel.
+    fn last_entry(&mut self, side: Side, end: &End<'_>, writer: &EntryWriter) {
         let cancelled =
             matches!(end.error, Some(RpcError::Cancelled)) && end.code == Code::Cancelled;
         if side == Side::Client && cancelled {
-            return self.entry(EventType::Cancel, None, false);
+            self.log(writer, EventType::Cancel, EntryPayload::None, false);
+            return;
         }
-        let (metadata, details) = self.trailers.take().unwrap_or_default();
+        let trailers = self.trailers.take().unwrap_or_default();
         let status = Status {
             code: end.code,
-            message: end.message.to_owned(),
-            details,
+            message: end.message,
         };
-        let peer = match side {
-            Side::Client => self.start.peer.clone(),
-            Side::Server => None,
-        };
-        self.trailer(metadata, status, peer)
+        self.trailer(&trailers, &status, writer);
     }
 
-    fn release_header(&mut self, log: &mut impl FnMut(GrpcLogEntry)) {
-        if let Some(entry) = self.held_header.take() {
-            log(entry);
+    /// Logs the client's header held on the server, if any.
+    fn release_header(&mut self, writer: &EntryWriter) {
+        if let Some(held) = self.held_header.take() {
+            writer.append(&mut self.mark, |buf| {
+                if held.is_empty() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the client header could not be framed",
+                    ));
+                }
+                buf.extend_from_slice(&held);
+                Ok(())
+            });
         }
     }
 
-    fn client_header(&mut self, headers: &HeaderMap) -> GrpcLogEntry {
-        let mut metadata = metadata(headers);
-        let truncated = truncate_metadata(&mut metadata, self.start.limits.header);
-        let timeout = wire::status::timeout(headers)
-            .and_then(|timeout| prost_types::Duration::try_from(timeout).ok());
-        let header = ClientHeader {
-            metadata: Some(metadata),
-            method_name: self.start.method.to_string(),
-            authority: self
-                .start
-                .authority
-                .as_deref()
-                .unwrap_or_default()
-                .to_owned(),
-            timeout,
-        };
-        let mut entry = self.entry(
-            EventType::ClientHeader,
-            Some(EntryPayload::ClientHeader(header)),
-            truncated,
-        );
-        // The server logs its peer on the client's header.
-        if self.start.side == Side::Server {
-            entry.peer = self.start.peer.clone();
-        }
-        entry
-    }
-
-    fn server_header(&mut self, headers: &HeaderMap) -> GrpcLogEntry {
-        let mut metadata = metadata(headers);
-        let truncated = truncate_metadata(&mut metadata, self.start.limits.header);
-        let header = ServerHeader {
-            metadata: Some(metadata),
-        };
-        let mut entry = self.entry(
+    fn server_header(&mut self, headers: &HeaderMap, writer: &EntryWriter) {
+        let metadata = LoggedMetadata::new(headers, self.start.limits.header);
+        let payload = EntryPayload::ServerHeader { metadata };
+        self.log(
+            writer,
             EventType::ServerHeader,
-            Some(EntryPayload::ServerHeader(header)),
-            truncated,
+            payload,
+            metadata.truncated(),
         );
-        // The client logs its peer on the server's header.
-        if self.start.side == Side::Client {
-            entry.peer = self.start.peer.clone();
-        }
-        entry
     }
 
-    /// A message entry, cut to the message limit; `None` for a message
+    /// A message entry, cut to the message limit; none for a message
     /// whose bytes the layer did not keep (it always does for a logger).
-    fn message(&mut self, from_client: bool, payload: &Payload<'_>) -> Option<GrpcLogEntry> {
-        let data = payload.data?;
+    fn message(&mut self, from_client: bool, payload: &Payload<'_>, writer: &EntryWriter) {
+        let Some(data) = payload.data else {
+            return;
+        };
         let length = data.len();
         let limit = usize::try_from(self.start.limits.message).unwrap_or(usize::MAX);
-        let truncated = length > limit;
-        let message = Message {
+        let payload = EntryPayload::Message {
             length: u32::try_from(length).unwrap_or(u32::MAX),
-            data: data.prefix(limit),
+            data,
+            kept: length.min(limit),
         };
         let kind = match from_client {
             true => EventType::ClientMessage,
             false => EventType::ServerMessage,
         };
-        Some(self.entry(kind, Some(EntryPayload::Message(message)), truncated))
+        self.log(writer, kind, payload, length > limit);
     }
 
-    fn trailer(
-        &mut self,
-        metadata: Metadata,
-        status: Status,
-        peer: Option<Address>,
-    ) -> GrpcLogEntry {
-        let trailer = Trailer {
-            metadata: Some(metadata),
-            status_code: status.code as u32,
-            status_message: status.message,
-            status_details: status.details,
+    fn trailer(&mut self, trailers: &HeldTrailers, status: &Status<'_>, writer: &EntryWriter) {
+        let payload = EntryPayload::Trailer {
+            metadata: &trailers.metadata,
+            code: status.code as u32,
+            message: status.message,
+            details: &trailers.details,
         };
-        let mut entry = self.entry(
-            EventType::ServerTrailer,
-            Some(EntryPayload::Trailer(trailer)),
-            false,
-        );
-        entry.peer = peer;
-        entry
+        self.log(writer, EventType::ServerTrailer, payload, false);
     }
 
-    /// The next entry of this call.
-    fn entry(
+    /// Logs the call's next entry. A client logs its peer on the
+    /// server's header and trailer; a server on the client's header
+    /// ([`client_header`]).
+    fn log(
         &mut self,
+        writer: &EntryWriter,
         kind: EventType,
-        payload: Option<EntryPayload>,
+        payload: EntryPayload<'_>,
         truncated: bool,
-    ) -> GrpcLogEntry {
+    ) {
+        let sequence = self.take_sequence();
+        let Self { start, mark, .. } = self;
+        let peer = match (start.side, kind) {
+            (Side::Client, EventType::ServerHeader | EventType::ServerTrailer) => {
+                start.peer.as_ref()
+            }
+            _ => None,
+        };
+        let head = entry_head(start, sequence, kind, truncated, peer);
+        let framing = writer.framing();
+        writer.append(mark, |buf| encode_framed(&head, &payload, framing, buf));
+    }
+
+    /// The sequence number of the call's next entry.
+    fn take_sequence(&mut self) -> u64 {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
-        let logger = match self.start.side {
-            Side::Client => Logger::Client,
-            Side::Server => Logger::Server,
-        };
-        GrpcLogEntry {
-            timestamp: Some(SystemTime::now().into()),
-            call_id: self.start.call_id,
-            sequence_id_within_call: sequence,
-            r#type: kind as i32,
-            logger: logger as i32,
-            payload,
-            payload_truncated: truncated,
-            peer: None,
-        }
+        sequence
     }
 }
 
-/// A status as a trailer entry carries it.
-struct Status {
-    code: Code,
-    message: String,
-    details: Bytes,
+/// Encodes `start`'s client header entry, framed, into `buf`: its
+/// metadata, method, authority and timeout, and on a server its peer.
+fn client_header(
+    start: &CallStart,
+    sequence: u64,
+    headers: &HeaderMap,
+    framing: Framing,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    let metadata = LoggedMetadata::new(headers, start.limits.header);
+    let timeout = wire::status::timeout(headers)
+        .and_then(|timeout| prost_types::Duration::try_from(timeout).ok());
+    let payload = EntryPayload::ClientHeader {
+        metadata,
+        method: &start.method,
+        authority: start.authority.as_deref().unwrap_or_default(),
+        timeout,
+    };
+    // The server logs its peer on the client's header.
+    let peer = match start.side {
+        Side::Server => start.peer.as_ref(),
+        Side::Client => None,
+    };
+    let head = entry_head(
+        start,
+        sequence,
+        EventType::ClientHeader,
+        metadata.truncated(),
+        peer,
+    );
+    encode_framed(&head, &payload, framing, buf)
+}
+
+/// The fields of a call's entry, timestamped now.
+fn entry_head<'a>(
+    start: &CallStart,
+    sequence: u64,
+    kind: EventType,
+    truncated: bool,
+    peer: Option<&'a Address>,
+) -> EntryHead<'a> {
+    EntryHead {
+        timestamp: SystemTime::now(),
+        call_id: start.call_id,
+        sequence,
+        kind,
+        logger: match start.side {
+            Side::Client => Logger::Client,
+            Side::Server => Logger::Server,
+        },
+        truncated,
+        peer,
+    }
 }
 
 /// tonic's answer for a path no service serves (its router's fallback and

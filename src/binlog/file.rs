@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Seek, SeekFrom, Write};
+use std::mem;
 use std::path::{Path, PathBuf};
 
 use super::proto::GrpcLogEntry;
@@ -214,7 +215,9 @@ impl FileSink {
         if len == 0 {
             return Ok(());
         }
-        let written = self.write_to_file(len);
+        let buffer = mem::take(&mut self.buffer);
+        let written = self.write_to_file(&buffer[..len]);
+        self.buffer = buffer;
         self.buffer.drain(..len);
         if self.buffer.capacity() > MAX_RETAINED_BUFFER {
             self.buffer.shrink_to(WRITE_CHUNK);
@@ -222,7 +225,7 @@ impl FileSink {
         written
     }
 
-    fn write_to_file(&mut self, len: usize) -> io::Result<()> {
+    fn write_to_file(&mut self, bytes: &[u8]) -> io::Result<()> {
         let file = match &mut self.file {
             Some(file) => file,
             None => self.file.insert(open_next(&self.path, self.rotation)?),
@@ -231,9 +234,9 @@ impl FileSink {
             cut_back(file, self.committed)?;
             self.torn = false;
         }
-        match file.write_all(&self.buffer[..len]) {
+        match file.write_all(bytes) {
             Ok(()) => {
-                self.committed += len as u64;
+                self.committed += bytes.len() as u64;
                 Ok(())
             }
             Err(error) => {
@@ -241,6 +244,27 @@ impl FileSink {
                 Err(error)
             }
         }
+    }
+
+    /// Takes the entry appended to the buffer at `start`: rotates the file
+    /// first if the entry would take it past its size, and writes the
+    /// buffer out once it holds a chunk.
+    fn commit_entry(&mut self, start: usize) -> io::Result<()> {
+        let framed_len = (self.buffer.len() - start) as u64;
+        let file_len = self.committed + start as u64;
+        if let Some(rotation) = self.rotation
+            && file_len > 0
+            && file_len + framed_len > rotation.max_file_bytes
+            && let Err(error) = self.rotate(start)
+        {
+            // Reported as failed: not written later either.
+            self.buffer.clear();
+            return Err(error);
+        }
+        if self.buffer.len() >= WRITE_CHUNK {
+            self.write_out(self.buffer.len())?;
+        }
+        Ok(())
     }
 
     /// Writes `self.buffer[..len]` to the current file, closes it, shifts
@@ -264,25 +288,62 @@ impl FileSink {
 impl Sink for FileSink {
     fn write(&mut self, entry: &GrpcLogEntry) -> io::Result<()> {
         let start = self.buffer.len();
-        let framed_len = self.framing.encode_into(entry, &mut self.buffer)? as u64;
-        let file_len = self.committed + start as u64;
-        if let Some(rotation) = self.rotation
-            && file_len > 0
-            && file_len + framed_len > rotation.max_file_bytes
-            && let Err(error) = self.rotate(start)
-        {
-            // Reported as failed: not written later either.
-            self.buffer.clear();
-            return Err(error);
-        }
-        if self.buffer.len() >= WRITE_CHUNK {
-            self.write_out(self.buffer.len())?;
-        }
-        Ok(())
+        self.framing.encode_into(entry, &mut self.buffer)?;
+        self.commit_entry(start)
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.write_out(self.buffer.len())
+    }
+
+    /// Entries come framed in the file's framing, encoded on the RPCs'
+    /// threads.
+    fn framing(&self) -> Option<Framing> {
+        Some(self.framing)
+    }
+
+    /// Without rotation, a buffer of a chunk or more goes to the file
+    /// with one `write_all` (after what the sink holds); with rotation,
+    /// entry by entry, rotating between two entries as
+    /// [`write`](Sink::write) does. Bytes that are not whole entries in
+    /// the file's framing are an
+    /// [`InvalidData`](io::ErrorKind::InvalidData) error, and nothing of
+    /// them is written.
+    fn write_framed(&mut self, entries: &[u8]) -> io::Result<()> {
+        let mut lens = Vec::new();
+        let mut rest = entries;
+        while !rest.is_empty() {
+            let len = self.framing.first_entry_len(rest).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("not whole entries in the {:?} framing", self.framing),
+                )
+            })?;
+            if self.rotation.is_some() {
+                lens.push(len);
+            }
+            rest = &rest[len..];
+        }
+        if self.rotation.is_none() {
+            if self.buffer.len() + entries.len() < WRITE_CHUNK {
+                self.buffer.extend_from_slice(entries);
+                return Ok(());
+            }
+            self.write_out(self.buffer.len())?;
+            return self.write_to_file(entries);
+        }
+        let mut result = Ok(());
+        let mut rest = entries;
+        for len in lens {
+            let (entry, after) = rest.split_at(len);
+            let start = self.buffer.len();
+            self.buffer.extend_from_slice(entry);
+            if let Err(error) = self.commit_entry(start) {
+                result = result.and(Err(error));
+            }
+            rest = after;
+        }
+        result
     }
 }
 

@@ -21,9 +21,13 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// as grpc-go logs it, to a [`Sink`].
 ///
 /// Add it to a server's or a client's layer with `.with(log.clone())`;
-/// clones share one writer. Entries are written by a thread of the log's
-/// own through a bounded queue: an RPC never waits for the sink. When the
-/// queue is full an entry is dropped and counted ([`counts`](Self::counts)).
+/// clones share one writer. Each RPC encodes its entries on its own
+/// thread, straight into their wire format and into that thread's buffer;
+/// a thread of the log's own takes the buffers and writes them to the
+/// sink: an RPC never waits for the sink. Past a bounded memory budget
+/// ([`BinaryLogBuilder::max_queued_bytes`]) an entry is dropped and
+/// counted ([`counts`](Self::counts)). A call's entries reach the sink in
+/// order (calls' entries interleave in the order the buffers were taken).
 /// [`shutdown`](Self::shutdown) (or dropping the last clone and every
 /// layer holding one) writes what is queued and flushes the sink.
 ///
@@ -91,7 +95,7 @@ struct Shared {
 
 impl BinaryLog {
     /// A log of the calls `filter` selects, written to `sink`: the
-    /// builder's defaults are an 8 192-entry queue and a 1 s flush
+    /// builder's defaults are an 8 MiB budget of waiting entries and a 1 s flush
     /// interval, and its [`build`](BinaryLogBuilder::build) fails only if
     /// the writer's thread cannot be started.
     pub fn builder(filter: Filter, sink: impl Sink) -> BinaryLogBuilder {
@@ -104,7 +108,7 @@ impl BinaryLog {
         }
     }
 
-    /// How many entries were written, dropped (queue full, or logged after
+    /// How many entries were written, dropped (their thread's buffer full, or logged after
     /// shutdown) and failed (the sink returned an error).
     pub fn counts(&self) -> LogCounts {
         self.shared.writer.counts()
@@ -144,11 +148,12 @@ impl std::fmt::Debug for BinaryLogBuilder {
 }
 
 impl BinaryLogBuilder {
-    /// How many entries may wait for the writer; past it, entries are
-    /// dropped and counted.
+    /// How many bytes of encoded entries may wait for the writer (see
+    /// [`WriterOptions::max_queued_bytes`]); past it, entries are dropped
+    /// and counted.
     #[must_use]
-    pub fn queue_capacity(mut self, entries: usize) -> Self {
-        self.options = self.options.queue_capacity(entries);
+    pub fn max_queued_bytes(mut self, bytes: usize) -> Self {
+        self.options = self.options.max_queued_bytes(bytes);
         self
     }
 
@@ -227,8 +232,7 @@ impl StatsHandler for BinaryLog {
 
     fn handle_rpc(&self, state: &mut CallLog, event: &RpcEvent<'_>) {
         if let Some(call) = &mut state.0 {
-            let writer = &self.shared.writer;
-            call.observe(event, &mut |entry| writer.try_send(entry));
+            call.observe(event, &self.shared.writer);
         }
     }
 

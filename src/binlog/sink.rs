@@ -7,16 +7,30 @@ use std::io::{self, Write};
 use prost::Message as _;
 
 use super::proto::GrpcLogEntry;
+use super::reader::LogReader;
 
 /// Where binary log entries go: a file ([`FileSink`](super::FileSink)), or
 /// the application's own destination (a channel, a socket, a log service).
 ///
 /// A sink runs on the binary log's writer thread, never on an RPC's path:
-/// [`write`](Self::write) may block (on a disk, a socket) without slowing
-/// any RPC; while it blocks, new entries wait in a bounded queue, and
-/// entries that find the queue full are dropped and counted. An error from
-/// `write` or `flush` is counted and reported; the writer keeps calling the
-/// sink with the entries that follow.
+/// RPCs encode their entries on their own threads, and the writer hands
+/// them to the sink. The sink may block (on a disk, a socket) without
+/// slowing any RPC; while it blocks, new entries wait in bounded buffers,
+/// and entries that find them full are dropped and counted. An error from
+/// the sink is counted and reported; the writer keeps calling the sink
+/// with the entries that follow.
+///
+/// A sink takes entries in one of two ways:
+///
+/// - One by one, decoded ([`write`](Self::write)): the default, for a
+///   sink that looks into entries (a channel to the application, a log
+///   service). The writer decodes each entry for it.
+/// - Whole buffers of framed entries ([`write_framed`](Self::write_framed)),
+///   when [`framing`](Self::framing) names a framing: the entries are
+///   encoded in that framing on the RPCs' threads, and the writer hands
+///   the sink each buffer as it is, decoding nothing. A file or a socket
+///   wants this ([`FileSink`](super::FileSink) does): it is what lets one
+///   writer thread keep up with many RPC threads.
 ///
 /// [`flush`](Self::flush) is called every flush interval when something was
 /// written since the last flush, and on shutdown; a sink that buffers
@@ -63,6 +77,37 @@ pub trait Sink: Send + 'static {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// The framing in which the sink takes whole buffers of entries
+    /// through [`write_framed`](Self::write_framed), or `None` (the
+    /// default) for entries one by one through [`write`](Self::write).
+    /// Asked once, when the log is built.
+    fn framing(&self) -> Option<Framing> {
+        None
+    }
+
+    /// Writes `entries`: one or more whole entries, each framed with
+    /// [`framing`](Self::framing)'s framing, in the order they were
+    /// logged. Called instead of `write` when `framing` is `Some`. An
+    /// error fails every entry of the buffer (each is counted in
+    /// [`LogCounts::failed`](super::LogCounts::failed)).
+    ///
+    /// The default reads the entries back and writes each with
+    /// [`write`](Self::write), stopping at the first error.
+    fn write_framed(&mut self, entries: &[u8]) -> io::Result<()> {
+        let framing = self.framing().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write_framed called on a sink that names no framing",
+            )
+        })?;
+        let reader =
+            LogReader::new(io::Cursor::new(entries), framing).with_max_entry_len(usize::MAX);
+        for entry in reader {
+            self.write(&entry?)?;
+        }
+        Ok(())
+    }
 }
 
 impl Sink for Box<dyn Sink> {
@@ -72,6 +117,14 @@ impl Sink for Box<dyn Sink> {
 
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
+    }
+
+    fn framing(&self) -> Option<Framing> {
+        (**self).framing()
+    }
+
+    fn write_framed(&mut self, entries: &[u8]) -> io::Result<()> {
+        (**self).write_framed(entries)
     }
 }
 
@@ -131,6 +184,24 @@ impl Framing {
             Self::Grpc => 4,
             Self::Varint => prost::length_delimiter_len(entry_len),
         }
+    }
+
+    /// The length, prefix included, of the framed entry that `bytes`
+    /// starts with; `None` unless `bytes` holds a whole one.
+    pub(crate) fn first_entry_len(self, bytes: &[u8]) -> Option<usize> {
+        let (prefix_len, entry_len) = match self {
+            Self::Grpc => {
+                let prefix: [u8; 4] = bytes.get(..4)?.try_into().ok()?;
+                (4, usize::try_from(u32::from_be_bytes(prefix)).ok()?)
+            }
+            Self::Varint => {
+                let mut rest = bytes;
+                let entry_len = prost::encoding::decode_varint(&mut rest).ok()?;
+                (bytes.len() - rest.len(), usize::try_from(entry_len).ok()?)
+            }
+        };
+        let framed_len = prefix_len.checked_add(entry_len)?;
+        (framed_len <= bytes.len()).then_some(framed_len)
     }
 
     /// The number of bytes `entry` takes framed: prefix and encoding.

@@ -51,6 +51,34 @@ fn symbol_value(symbol: u8) -> Option<u32> {
 /// the unused bits of the last symbol must be zero. `None` for anything
 /// else: another byte, whitespace included, or a URL-safe symbol.
 pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(input.len() / 4 * 3 + 2);
+    base64_decode_with(input, |bytes| out.extend_from_slice(bytes))?;
+    Some(out)
+}
+
+/// The length `input` decodes to, `None` where [`base64_decode`] refuses
+/// it; decodes nothing into memory.
+pub(crate) fn base64_decoded_len(input: &[u8]) -> Option<usize> {
+    let mut len = 0;
+    base64_decode_with(input, |bytes| len += bytes.len())?;
+    Some(len)
+}
+
+/// Appends what `input` decodes to onto `out`, as [`base64_decode`]
+/// reads it; `false`, with `out` as it was, where it refuses it.
+pub(crate) fn base64_decode_into(input: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let decoded = base64_decode_with(input, |bytes| out.extend_from_slice(bytes)).is_some();
+    if !decoded {
+        out.truncate(start);
+    }
+    decoded
+}
+
+/// Decodes `input` group by group into `emit`; `None` (after emitting
+/// the groups before the fault) where it is not base64 as
+/// [`base64_decode`] reads it.
+fn base64_decode_with(input: &[u8], mut emit: impl FnMut(&[u8])) -> Option<()> {
     let data = match input {
         [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
         _ => input,
@@ -60,7 +88,6 @@ pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let mut out = Vec::with_capacity(data.len() / 4 * 3 + 2);
     let mut chunks = data.chunks(4);
     for chunk in &mut chunks {
         let mut n = 0u32;
@@ -68,13 +95,13 @@ pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
             n = n << 6 | symbol_value(symbol)?;
         }
         match chunk.len() {
-            4 => out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]),
-            3 if n & 0b11 == 0 => out.extend_from_slice(&[(n >> 10) as u8, (n >> 2) as u8]),
-            2 if n & 0b1111 == 0 => out.push((n >> 4) as u8),
+            4 => emit(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]),
+            3 if n & 0b11 == 0 => emit(&[(n >> 10) as u8, (n >> 2) as u8]),
+            2 if n & 0b1111 == 0 => emit(&[(n >> 4) as u8]),
             _ => return None,
         }
     }
-    Some(out)
+    Some(())
 }
 
 #[cfg(test)]
@@ -95,6 +122,10 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
             assert_eq!(base64_decode(expected.as_bytes()).unwrap(), input);
+            assert_eq!(base64_decoded_len(expected.as_bytes()), Some(input.len()));
+            let mut out = b">".to_vec();
+            assert!(base64_decode_into(expected.as_bytes(), &mut out));
+            assert_eq!(out[1..], *input);
         }
     }
 
@@ -127,6 +158,10 @@ mod tests {
         ] {
             let decoded = base64_decode(bad);
             assert_eq!(decoded, None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(base64_decoded_len(bad), None);
+            let mut out = b"kept".to_vec();
+            assert!(!base64_decode_into(bad, &mut out));
+            assert_eq!(out, b"kept", "nothing appended");
         }
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(base64_decode(&base64_encode_no_pad(&all)).unwrap(), all);

@@ -43,12 +43,12 @@ impl Sink for BlockingSink {
 }
 
 // ---------------------------------------------------------------------
-// 6. A full queue.
+// 6. Full buffers.
 
-/// With room for 4 entries and the sink stuck on its first, 20 unary
+/// With room for 256 bytes of entries and the sink stuck on its first, 20 unary
 /// calls all complete; their 200 entries are each written or dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_queue_drops_entries_and_never_holds_up_a_call() {
+async fn full_buffers_drop_entries_and_never_hold_up_a_call() {
     let (entered_tx, entered) = oneshot::channel();
     let (release, release_rx) = mpsc::channel();
     let written = Arc::new(AtomicU64::new(0));
@@ -57,7 +57,7 @@ async fn a_full_queue_drops_entries_and_never_holds_up_a_call() {
         release: release_rx,
         written: Arc::clone(&written),
     };
-    let log = builder("*", sink).queue_capacity(4).build().unwrap();
+    let log = builder("*", sink).max_queued_bytes(256).build().unwrap();
     let rig = Rig::start(&log).await;
     let mut client = rig.client();
     client.unary_echo(echo("call 0")).await.unwrap();
