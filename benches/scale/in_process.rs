@@ -321,9 +321,11 @@ mod binlog {
             let mut mode = server(names, CombinedLayer::server().with(log.clone()));
             let key = names.0;
             mode.summary = Some(Box::new(move || {
+                // Every entry logged is written or counted by then.
+                let shutdown = log.shutdown();
                 let counts = log.counts();
                 format!(
-                    "- `{key}`: entries written {}, dropped (buffers full) {}, failed {}",
+                    "- `{key}`: entries written {}, dropped (buffers full) {}, failed {} ({shutdown:?})",
                     counts.written, counts.dropped, counts.failed
                 )
             }));

@@ -27,7 +27,11 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// sink: an RPC never waits for the sink. Past a bounded memory budget
 /// ([`BinaryLogBuilder::max_queued_bytes`]) an entry is dropped and
 /// counted ([`counts`](Self::counts)). A call's entries reach the sink in
-/// order (calls' entries interleave in the order the buffers were taken).
+/// order, and calls' entries interleave in the order the threads' buffers
+/// were taken: entries that different threads logged within about a
+/// millisecond of each other (one sweep of the writer's) may be written
+/// in either order. grpc-go writes every entry under one lock, in the
+/// order logged.
 /// [`shutdown`](Self::shutdown) (or dropping the last clone and every
 /// layer holding one) writes what is queued and flushes the sink.
 ///

@@ -202,8 +202,17 @@ async fn rotation_under_load_keeps_the_newest_calls() {
             .unary_echo(echo(&format!("call {n:03}")))
             .await
             .unwrap();
-        // One call after the other: each call's entries before the next's.
+        // One call after the other, each written before the next begins:
+        // each call's entries before the next's in the files. (Entries of
+        // calls logged on different threads within one of the writer's
+        // sweeps may be written in either order: only a call's own
+        // entries are ordered.)
         rig.ended(n + 1).await;
+        log.flush();
+        crate::support::wait_until("the call's entries written", || {
+            log.counts().written == (n + 1) * 10
+        })
+        .await;
     }
     drop(client);
     rig.finish().await;
