@@ -164,6 +164,59 @@ async fn a_clean_stop_loses_nothing() {
     }
 }
 
+/// 16 runtime threads serving and calling, 16 clients with 50 unary
+/// calls each, all at once, into a file: every entry of every call is
+/// there exactly once, each call's entries in order (sequence ids 1 to 5,
+/// in the order written), whichever threads logged them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 16)]
+async fn sixteen_threads_log_every_entry_once_and_in_order() {
+    const CLIENTS: u64 = 16;
+    const CALLS: u64 = 50;
+    let dir = TempDir::new("rules-sixteen-threads");
+    let path = dir.path().join("log.bin");
+    let sink = FileSink::create(&path, Framing::Grpc).unwrap();
+    let log = builder("*", sink).build().unwrap();
+    let rig = Rig::start(&log).await;
+    let mut clients = JoinSet::new();
+    for client in 0..CLIENTS {
+        let mut echo_client = rig.client();
+        clients.spawn(async move {
+            for n in 0..CALLS {
+                let text = format!("call {client}/{n}");
+                let reply = echo_client.unary_echo(echo(&text)).await.unwrap();
+                assert_eq!(reply.into_inner().message, text);
+            }
+        });
+    }
+    while let Some(done) = clients.join_next().await {
+        done.unwrap();
+    }
+    rig.ended(CLIENTS * CALLS).await;
+    rig.finish().await;
+
+    let entries = read_log(&path, Framing::Grpc).unwrap();
+    let counts = log.counts();
+    assert_eq!(
+        (counts.written, counts.dropped, counts.failed),
+        (CLIENTS * CALLS * 10, 0, 0)
+    );
+    assert_eq!(entries.len() as u64, CLIENTS * CALLS * 10);
+    // `sides` checks each call's sequence ids, in the order written.
+    let (client, server) = Logged(entries.clone()).sides();
+    for (side, calls) in [("client", client), ("server", server)] {
+        assert_eq!(calls.len() as u64, CLIENTS * CALLS, "{side}: distinct call ids");
+        for call in calls {
+            assert_eq!(kinds(&call), UNARY_KINDS, "{side}");
+        }
+    }
+    let all: HashSet<String> = (0..CLIENTS)
+        .flat_map(|client| (0..CALLS).map(move |n| format!("call {client}/{n}")))
+        .collect();
+    let requests: Vec<String> = entries.iter().filter_map(request_text).collect();
+    assert_eq!(requests.len() as u64, 2 * CLIENTS * CALLS, "one per side per call");
+    assert_eq!(requests.into_iter().collect::<HashSet<_>>(), all);
+}
+
 /// The request text of a client message entry.
 fn request_text(entry: &GrpcLogEntry) -> Option<String> {
     use prost::Message as _;
