@@ -8,11 +8,12 @@ use bytes::Bytes;
 use http::HeaderMap;
 use tonic::Code;
 
+use super::cancel::{CallEnd, Declared, logs_cancel};
 use super::filter::LogLimits;
 use super::metadata::{metadata, status_details, truncate_metadata};
 use super::proto::grpc_log_entry::{EventType, Logger, Payload as EntryPayload};
 use super::proto::{Address, ClientHeader, GrpcLogEntry, Message, Metadata, ServerHeader, Trailer};
-use crate::stats::{End, Payload, RpcError, RpcEvent, Side};
+use crate::stats::{End, Payload, RpcEvent, Side};
 use crate::wire;
 
 /// What is known of a call when it is tagged.
@@ -26,6 +27,8 @@ pub(crate) struct CallStart {
     pub(crate) peer: Option<Address>,
     /// Whether the method streams requests, if the application said so.
     pub(crate) client_streaming: Option<bool>,
+    /// Whether the method streams responses, if the application said so.
+    pub(crate) server_streaming: Option<bool>,
 }
 
 /// The state of one logged call.
@@ -38,6 +41,8 @@ pub(crate) struct Call {
     held_header: Option<GrpcLogEntry>,
     /// Request messages seen.
     requests: u32,
+    /// Response messages seen.
+    responses: u32,
     /// The trailers sent (server) or received (client), logged at the
     /// call's end with its final status.
     trailers: Option<(Metadata, Bytes)>,
@@ -53,6 +58,7 @@ impl Call {
             next_sequence: 1,
             held_header: None,
             requests: 0,
+            responses: 0,
             trailers: None,
             over: false,
         }
@@ -87,6 +93,8 @@ impl Call {
                 );
                 if from_client {
                     self.requests = self.requests.saturating_add(1);
+                } else {
+                    self.responses = self.responses.saturating_add(1);
                 }
                 if let Some(entry) = self.message(from_client, payload) {
                     log(entry);
@@ -130,13 +138,22 @@ impl Call {
     }
 
     /// The call's last entry, at its end when no trailer was logged: the
-    /// client's cancel (the call dropped before its status) or the status
-    /// it ended with. As in grpc-go, a client whose deadline passed logs
-    /// a trailer with `DEADLINE_EXCEEDED`, not a cancel.
+    /// client's cancel (the call dropped before its status, or a stream
+    /// its deadline ended; see `cancel.rs`) or the status it ended with.
     fn last_entry(&mut self, side: Side, end: &End<'_>) -> GrpcLogEntry {
-        let cancelled =
-            matches!(end.error, Some(RpcError::Cancelled)) && end.code == Code::Cancelled;
-        if side == Side::Client && cancelled {
+        let cancel = logs_cancel(&CallEnd {
+            side,
+            code: end.code,
+            error: end.error,
+            trailers: self.trailers.is_some(),
+            requests: self.requests,
+            responses: self.responses,
+            declared: Declared {
+                client_streaming: self.start.client_streaming,
+                server_streaming: self.start.server_streaming,
+            },
+        });
+        if cancel {
             return self.entry(EventType::Cancel, None, false);
         }
         let (metadata, details) = self.trailers.take().unwrap_or_default();
