@@ -124,10 +124,18 @@ impl Echo for ScriptEcho {
 }
 
 /// "stream 0" at once, then "stream 1", ... every 20 ms, forever.
+///
+/// A tick missed on a loaded machine is delayed, not caught up: with
+/// tokio's default (burst), a response stream first polled more than
+/// 20 ms after the handler made it yields two messages at once, tonic's
+/// encoder sends them in one DATA frame, and the client's layer sees the
+/// second cross it although call 3's reader took only the first (grpc-go
+/// logs what `RecvMsg` returns). As grpc-go's handler, it never sends two
+/// messages together.
 fn every_20_ms(prefix: String) -> impl Stream<Item = Result<EchoResponse, Status>> + Send {
-    let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(
-        Duration::from_millis(20),
-    ));
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ticks = tokio_stream::wrappers::IntervalStream::new(interval);
     let mut sent = 0;
     ticks.map(move |_| {
         let message = format!("{prefix} {sent}");
