@@ -24,7 +24,7 @@ import (
 // How long the script waits for any one step before failing.
 const stepTimeout = 10 * time.Second
 
-// The script's deadline (call 4).
+// The script's deadline (calls 4 and 8).
 const sleepDeadline = 100 * time.Millisecond
 
 // compressedText is call 7's message: "compressed" 50 times, no separator.
@@ -133,6 +133,7 @@ func runScript(sink *fileSink) error {
 		{"5 bidi half-close", methodBidi, callBidi},
 		{"6 unknown method", "", callUnknown},
 		{"7 compressed", methodUnary, callCompressed},
+		{"8 server streaming deadline", methodServer, callServerStreamingDeadline},
 	}
 	for _, c := range calls {
 		before := sink.clientCallCount()
@@ -264,4 +265,34 @@ func callCompressed(ctx context.Context, cc *grpc.ClientConn) error {
 		return fmt.Errorf("got %d bytes back, want the %d sent", len(out.Message), len(compressedText))
 	}
 	return nil
+}
+
+// Call 8: ServerStreamingEcho "watch" with a 100 ms deadline: read
+// "watch 0", "watch 1", ... until the deadline ends the call
+// (DEADLINE_EXCEEDED).
+func callServerStreamingDeadline(ctx context.Context, cc *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, sleepDeadline)
+	defer cancel()
+	cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, methodServer)
+	if err != nil {
+		return err
+	}
+	if err := cs.SendMsg(&echoMsg{Message: "watch"}); err != nil {
+		return err
+	}
+	if err := cs.CloseSend(); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		var out echoMsg
+		if err := cs.RecvMsg(&out); err != nil {
+			if i == 0 {
+				return fmt.Errorf("no message before the deadline: %v", err)
+			}
+			return wantCode(err, codes.DeadlineExceeded)
+		}
+		if want := fmt.Sprintf("watch %d", i); out.Message != want {
+			return fmt.Errorf("got %q, want %q", out.Message, want)
+		}
+	}
 }

@@ -36,7 +36,8 @@ var defaultFilters = []string{
 type scriptCall struct {
 	method string
 	// The request messages, in order, and the response messages the client
-	// reads (call 3: the client reads only "stream 0").
+	// reads; a server-streaming call's responses are "<request> i", i from
+	// 0, as many as were sent (calls 3 and 8).
 	requests, responses []string
 	// The types of the client's and the server's entries, as a regular
 	// expression over their abbreviations (see abbrev) joined by spaces.
@@ -57,7 +58,7 @@ var script = []scriptCall{
 	{method: methodUnary, requests: []string{"fail"},
 		client: "CH CM ST", server: "CH CM ST",
 		clientStatus: "3 bad request", serverStatus: "3 bad request", details: true},
-	{method: methodServer, requests: []string{"stream"}, responses: []string{"stream 0"},
+	{method: methodServer, requests: []string{"stream"},
 		client: "CH CM SH SM CANCEL", server: "CH CM SH SM( SM)* ST",
 		serverStatus: "1 context canceled"},
 	{method: methodUnary, requests: []string{"sleep"},
@@ -73,6 +74,14 @@ var script = []scriptCall{
 	{method: methodUnary, requests: []string{compressedText}, responses: []string{compressedText},
 		client: "CH CM SH SM ST", server: "CH CM SH SM ST",
 		clientStatus: "0 ", serverStatus: "0 "},
+	// The client's stream is finished by its context's deadline (CANCEL) or,
+	// when the transport's status wins that race, by DEADLINE_EXCEEDED. The
+	// CANCEL is logged by the stream's context watcher: a RecvMsg under way
+	// may log one more message after it.
+	{method: methodServer, requests: []string{"watch"},
+		client: "CH CM SH SM( SM)*( CANCEL( SM)?| ST)", server: "CH CM SH SM( SM)* ST",
+		clientStatus: "4 (context deadline exceeded|stream terminated by RST_STREAM with error code: CANCEL)",
+		serverStatus: "(1 context canceled|4 context deadline exceeded)", timeout: true},
 }
 
 var abbrevs = map[binlogpb.GrpcLogEntry_EventType]string{
@@ -336,14 +345,11 @@ func checkGroup(c scriptCall, g *group, serverAddr string, msgLimit int) error {
 			if e.GetType() == binlogpb.GrpcLogEntry_EVENT_TYPE_CLIENT_MESSAGE {
 				text = c.requests[reqs]
 				reqs++
-			} else if onClient {
-				text = c.responses[resps]
+			} else if c.method == methodServer {
+				text = fmt.Sprintf("%s %d", c.requests[0], resps)
 				resps++
 			} else {
-				text = fmt.Sprintf("stream %d", resps) // call 3's server
-				if c.method != methodServer {
-					text = c.responses[resps]
-				}
+				text = c.responses[resps]
 				resps++
 			}
 			err = checkMessage(e, text, msgLimit)

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use tonic::Code;
 
+use super::cancel::{CallEnd, Declared, logs_cancel};
 use super::encode::{EntryHead, EntryPayload, encode_framed};
 use super::filter::LogLimits;
 use super::metadata::{LoggedMetadata, status_details};
@@ -16,7 +17,7 @@ use super::proto::Address;
 use super::proto::grpc_log_entry::{EventType, Logger};
 use super::sink::Framing;
 use super::writer::{CallMark, EntryWriter};
-use crate::stats::{End, Payload, RpcError, RpcEvent, Side};
+use crate::stats::{End, Payload, RpcEvent, Side};
 use crate::wire;
 
 /// What is known of a call when it is tagged.
@@ -30,6 +31,8 @@ pub(crate) struct CallStart {
     pub(crate) peer: Option<Address>,
     /// Whether the method streams requests, if the application said so.
     pub(crate) client_streaming: Option<bool>,
+    /// Whether the method streams responses, if the application said so.
+    pub(crate) server_streaming: Option<bool>,
 }
 
 /// The state of one logged call.
@@ -43,6 +46,8 @@ pub(crate) struct Call {
     held_header: Option<Vec<u8>>,
     /// Request messages seen.
     requests: u32,
+    /// Response messages seen.
+    responses: u32,
     /// The trailers sent (server) or received (client), logged at the
     /// call's end with its final status.
     trailers: Option<HeldTrailers>,
@@ -75,6 +80,7 @@ impl Call {
             next_sequence: 1,
             held_header: None,
             requests: 0,
+            responses: 0,
             trailers: None,
             over: false,
             mark: CallMark::default(),
@@ -118,6 +124,8 @@ impl Call {
                 );
                 if from_client {
                     self.requests = self.requests.saturating_add(1);
+                } else {
+                    self.responses = self.responses.saturating_add(1);
                 }
                 self.message(from_client, payload, writer);
             }
@@ -169,13 +177,22 @@ impl Call {
     }
 
     /// The call's last entry, at its end: the client's cancel (the call
-    /// dropped before its status) or the status it ended with. As in
-    /// grpc-go, a client whose deadline passed logs a trailer with
-    /// `DEADLINE_EXCEEDED`, not a cancel.
+    /// dropped before its status, or a stream its deadline ended; see
+    /// `cancel.rs`) or the status it ended with.
     fn last_entry(&mut self, side: Side, end: &End<'_>, writer: &EntryWriter) {
-        let cancelled =
-            matches!(end.error, Some(RpcError::Cancelled)) && end.code == Code::Cancelled;
-        if side == Side::Client && cancelled {
+        let cancel = logs_cancel(&CallEnd {
+            side,
+            code: end.code,
+            error: end.error,
+            trailers: self.trailers.is_some(),
+            requests: self.requests,
+            responses: self.responses,
+            declared: Declared {
+                client_streaming: self.start.client_streaming,
+                server_streaming: self.start.server_streaming,
+            },
+        });
+        if cancel {
             self.log(writer, EventType::Cancel, EntryPayload::None, false);
             return;
         }

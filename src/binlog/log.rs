@@ -41,8 +41,9 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 /// (`length` stays the whole length); the server's header (none for a
 /// trailers-only answer); the client's half-close for methods that stream
 /// requests; the trailer with status code, message and details, or on the
-/// client a `CANCEL` when the call was dropped before its status (a
-/// passed deadline is a trailer with `DEADLINE_EXCEEDED`, as in grpc-go).
+/// client a `CANCEL` when the call was dropped before its status or its
+/// deadline ended a stream (a unary call's passed deadline is a trailer
+/// with `DEADLINE_EXCEEDED`, as in grpc-go).
 /// The peer is on the server's client header and the client's server
 /// header and trailer (a client logs it when its channel was built with
 /// the layer's connector, `layer.connector()`, over TCP; a client over a
@@ -55,6 +56,25 @@ use crate::stats::{RpcEvent, RpcInfo, Side, StatsHandler};
 ///   answers the same without reading its request.
 /// - The half-close: a layer cannot tell a method's kind from its
 ///   requests; see [`BinaryLogBuilder::client_streaming`].
+/// - A client's passed deadline: grpc-go logs `CANCEL` for a stream (a
+///   goroutine of each stream finishes it with the context's error as the
+///   deadline passes) and a trailer with `DEADLINE_EXCEEDED` for a unary
+///   call (its deadline comes back as the transport's status), from the
+///   method's descriptor. Here a client call its deadline ended (`End`
+///   says `DEADLINE_EXCEEDED`: dropped at or after the deadline, or reset
+///   past it) with no trailers from the server logs `CANCEL` when it
+///   streams: by each kind the application declared
+///   ([`client_streaming`](BinaryLogBuilder::client_streaming),
+///   [`server_streaming`](BinaryLogBuilder::server_streaming)), and for
+///   a kind it declared nothing of, by what the call carried: more than
+///   one request, or a response message with no trailers after it. The
+///   traffic is read so because it errs only at the edges: a unary
+///   answer is its message and its trailers back to back, so a unary
+///   call is taken for a stream only if its deadline falls between the
+///   two; a stream is taken for unary only if it sent at most one request
+///   and received nothing before its deadline (a watch with no news),
+///   which a declaration settles. Trailers that arrived are logged as
+///   they came (grpc-go too logs them when they beat its cancel).
 /// - A server call the client cancelled (or whose deadline tonic
 ///   enforced) ends with the status tonic gives (`CANCELLED` with no
 ///   message, `CANCELLED` "Timeout expired"), where a grpc-go server logs
@@ -94,6 +114,8 @@ struct Shared {
     filter: Filter,
     client_streaming: HashSet<Box<str>>,
     declared: bool,
+    server_streaming: HashSet<Box<str>>,
+    server_declared: bool,
     writer: EntryWriter,
 }
 
@@ -109,6 +131,8 @@ impl BinaryLog {
             options: WriterOptions::default(),
             client_streaming: HashSet::new(),
             declared: false,
+            server_streaming: HashSet::new(),
+            server_declared: false,
         }
     }
 
@@ -139,6 +163,8 @@ pub struct BinaryLogBuilder {
     options: WriterOptions,
     client_streaming: HashSet<Box<str>>,
     declared: bool,
+    server_streaming: HashSet<Box<str>>,
+    server_declared: bool,
 }
 
 impl std::fmt::Debug for BinaryLogBuilder {
@@ -147,6 +173,7 @@ impl std::fmt::Debug for BinaryLogBuilder {
             .field("filter", &self.filter)
             .field("options", &self.options)
             .field("client_streaming", &self.client_streaming)
+            .field("server_streaming", &self.server_streaming)
             .finish_non_exhaustive()
     }
 }
@@ -174,7 +201,9 @@ impl BinaryLogBuilder {
     /// method descriptors. A tower layer cannot tell a method's kind from
     /// its requests, so without this list a call that sent exactly one
     /// request is taken for a unary or server-streaming one (no
-    /// half-close), and any other for a streaming one.
+    /// half-close), and any other for a streaming one. The list also
+    /// counts for a passed deadline, as
+    /// [`server_streaming`](Self::server_streaming) does.
     #[must_use]
     pub fn client_streaming<I, S>(mut self, methods: I) -> Self
     where
@@ -187,6 +216,26 @@ impl BinaryLogBuilder {
         self
     }
 
+    /// The application's methods (`/pkg.Service/Method`) that stream
+    /// responses (server streaming and bidirectional): on the client, such
+    /// a call that its deadline ends logs `CANCEL`, as grpc-go's streams
+    /// do, and no other method's does unless it streams requests (a unary
+    /// call logs a trailer with `DEADLINE_EXCEEDED`). Without this list a
+    /// call that received a response message and no trailers by then is
+    /// taken for one that streams responses, and any other for one that
+    /// does not (see [`BinaryLog`], "a client's passed deadline").
+    #[must_use]
+    pub fn server_streaming<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.server_declared = true;
+        self.server_streaming
+            .extend(methods.into_iter().map(|m| Box::from(m.as_ref())));
+        self
+    }
+
     /// Starts the writer's thread (the only way this fails).
     pub fn build(self) -> io::Result<BinaryLog> {
         Ok(BinaryLog {
@@ -194,6 +243,8 @@ impl BinaryLogBuilder {
                 filter: self.filter,
                 client_streaming: self.client_streaming,
                 declared: self.declared,
+                server_streaming: self.server_streaming,
+                server_declared: self.server_declared,
                 writer: EntryWriter::spawn(self.sink, self.options)?,
             }),
         })
@@ -219,6 +270,10 @@ impl StatsHandler for BinaryLog {
             .shared
             .declared
             .then(|| self.shared.client_streaming.contains(info.method));
+        let server_streaming = self
+            .shared
+            .server_declared
+            .then(|| self.shared.server_streaming.contains(info.method));
         CallLog(Some(Box::new(Call::new(CallStart {
             call_id: next_call_id(),
             side: info.side,
@@ -227,6 +282,7 @@ impl StatsHandler for BinaryLog {
             authority: info.authority.map(Box::from),
             peer: peer(info),
             client_streaming,
+            server_streaming,
         }))))
     }
 

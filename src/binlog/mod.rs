@@ -15,6 +15,7 @@ pub mod proto {
 // per-call rules that turn stats events into entries, and the handler.
 mod address;
 mod call;
+mod cancel;
 mod encode;
 mod filter;
 mod log;

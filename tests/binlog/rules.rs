@@ -2,8 +2,9 @@
 //! tonic server and client on 127.0.0.1 (or `[::1]`, or a Unix socket),
 //! each behind a `CombinedLayer` with the same [`BinaryLog`]: header and
 //! message truncation at their boundaries (`truncation`); half-close with
-//! and without declared client-streaming methods, unknown methods and
-//! services, exclusions (`calls`); peers, compression and plain HTTP
+//! and without declared client-streaming methods, a client's passed
+//! deadline with and without declared server-streaming methods, unknown
+//! methods and services, exclusions (`calls`); peers, compression and plain HTTP
 //! beside gRPC (`transport`); a full queue, a clean stop and rotation
 //! under load (`load`). This file is their rig.
 //!
@@ -46,6 +47,7 @@ use tonic_hotpath::stats::{Combined, CombinedLayer, CombinedService, ConnectAddr
 pub const UNARY: &str = "/hotpath.echo.Echo/UnaryEcho";
 pub const CLIENT_STREAMING: &str = "/hotpath.echo.Echo/ClientStreamingEcho";
 pub const BIDI: &str = "/hotpath.echo.Echo/BidirectionalStreamingEcho";
+pub const SERVER_STREAMING: &str = "/hotpath.echo.Echo/ServerStreamingEcho";
 
 // ---------------------------------------------------------------------
 // The rig: a sink, a server, a client.
@@ -83,7 +85,8 @@ pub fn builder(filter: &str, sink: impl Sink) -> BinaryLogBuilder {
 /// - `"not yet"` is answered by the handler with `UNIMPLEMENTED "not yet"`,
 /// - `"trailers"` with `FAILED_PRECONDITION` and [`trailer_metadata`];
 ///
-/// and it keeps the client's address of the last unary call.
+/// a server-streaming request `"silent"` gets a stream that sends nothing
+/// (a watch with no news), and it keeps the client's address of the last unary call.
 #[derive(Debug, Clone, Default)]
 pub struct RulesEcho {
     remote: Arc<Mutex<Option<SocketAddr>>>,
@@ -135,6 +138,9 @@ impl Echo for RulesEcho {
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
+        if request.get_ref().message == "silent" {
+            return Ok(Response::new(Box::pin(tokio_stream::pending())));
+        }
         EchoService.server_streaming_echo(request).await
     }
 

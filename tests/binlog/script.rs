@@ -124,10 +124,18 @@ impl Echo for ScriptEcho {
 }
 
 /// "stream 0" at once, then "stream 1", ... every 20 ms, forever.
+///
+/// A tick missed on a loaded machine is delayed, not caught up: with
+/// tokio's default (burst), a response stream first polled more than
+/// 20 ms after the handler made it yields two messages at once, tonic's
+/// encoder sends them in one DATA frame, and the client's layer sees the
+/// second cross it although call 3's reader took only the first (grpc-go
+/// logs what `RecvMsg` returns). As grpc-go's handler, it never sends two
+/// messages together.
 fn every_20_ms(prefix: String) -> impl Stream<Item = Result<EchoResponse, Status>> + Send {
-    let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(
-        Duration::from_millis(20),
-    ));
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ticks = tokio_stream::wrappers::IntervalStream::new(interval);
     let mut sent = 0;
     ticks.map(move |_| {
         let message = format!("{prefix} {sent}");
@@ -218,7 +226,7 @@ impl Script {
         .await;
     }
 
-    /// Runs the script: seven calls, one after the other, each over once
+    /// Runs the script: eight calls, one after the other, each over once
     /// both sides' layers have ended it (so all its entries are logged).
     pub async fn run(&mut self) {
         // 1. Unary OK.
@@ -284,6 +292,44 @@ impl Script {
             .unwrap();
         assert_eq!(reply.into_inner().message, compressed_text());
         self.ended(7).await;
+        // 8. Server streaming until a 100 ms deadline ends the call.
+        self.watch_until_the_deadline().await;
+        self.ended(8).await;
+    }
+
+    /// Call 8: ServerStreamingEcho "watch" with a 100 ms deadline, read
+    /// until the deadline, then dropped.
+    ///
+    /// tonic's client sends the deadline (`grpc-timeout`) but does not
+    /// enforce it, and tonic's server bounds a handler's answer, not the
+    /// response stream that follows: the application ends the call, as
+    /// grpc-go's context does. Its timer is armed once the first message
+    /// ("watch 0", sent at once) is read, so the drop comes after the
+    /// deadline the layer read from `grpc-timeout` when the call went
+    /// out, however slow the machine: the call ends `DEADLINE_EXCEEDED`,
+    /// grpc-go's case of a stream its deadline ended (a drop before the
+    /// deadline is a plain cancel).
+    async fn watch_until_the_deadline(&mut self) {
+        let mut watch = request(echo("watch"));
+        watch.set_timeout(Duration::from_millis(100));
+        let mut stream = self
+            .client
+            .server_streaming_echo(watch)
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        assert_eq!(first.message, "watch 0");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(100);
+        let read = async {
+            for n in 1.. {
+                let message = stream.message().await.unwrap().expect("a stream");
+                assert_eq!(message.message, format!("watch {n}"));
+            }
+        };
+        let ended = tokio::time::timeout_at(deadline, read).await;
+        assert!(ended.is_err(), "the stream outlives its deadline");
+        drop(stream);
     }
 }
 

@@ -1,12 +1,16 @@
 //! Which entries a call gives: half-close with and without declared
-//! client-streaming methods, unknown services and methods against a
-//! handler's own `UNIMPLEMENTED`, and calls the filter does not select.
+//! client-streaming methods, a client's passed deadline with and without
+//! declared server-streaming methods, unknown services and methods
+//! against a handler's own `UNIMPLEMENTED`, and calls the filter does not
+//! select.
 
-use tonic::Code;
+use std::time::Duration;
+
+use tonic::{Code, Request};
 
 use super::{
-    BIDI, CLIENT_STREAMING, MemorySink, Rig, UNARY, builder, call_path, echo, kinds, memory_log,
-    message,
+    BIDI, CLIENT_STREAMING, MemorySink, Rig, SERVER_STREAMING, UNARY, builder, call_path, echo,
+    kinds, memory_log, message,
 };
 use crate::support;
 use tonic_hotpath::binlog::BinaryLog;
@@ -118,6 +122,71 @@ async fn half_close_follows_the_declared_methods() {
             "undeclared, {side}"
         );
     }
+}
+
+// ---------------------------------------------------------------------
+// 11. A client's passed deadline.
+
+/// A server-streaming call with a 100 ms deadline to a stream that sends
+/// nothing, held until its deadline passed, then dropped. The timer is
+/// armed once the response's headers are back, after the client's layer
+/// read the deadline from `grpc-timeout`: the call ends
+/// `DEADLINE_EXCEEDED`. The client's entries, as lines.
+async fn silent_watch_past_its_deadline(log: &BinaryLog, sink: &MemorySink) -> Vec<String> {
+    let rig = Rig::start(log).await;
+    let mut request = Request::new(echo("silent"));
+    request.set_timeout(Duration::from_millis(100));
+    let stream = rig
+        .client()
+        .server_streaming_echo(request)
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(stream);
+    rig.ended(1).await;
+    rig.finish().await;
+    let (mut client, _) = sink.take().sides();
+    assert_eq!(client.len(), 1);
+    client.remove(0)
+}
+
+/// Nothing in the traffic of a watch with no news tells it from a unary
+/// call: declared, it logs CANCEL as grpc-go's streams do; undeclared, the
+/// trailer with `DEADLINE_EXCEEDED` of a unary call. (A stream that got a
+/// message before its deadline logs CANCEL undeclared: the interop test's
+/// call 8.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_deadline_follows_the_declared_server_streams() {
+    let sink = MemorySink::default();
+    let log = builder("*", sink.clone())
+        .server_streaming([SERVER_STREAMING, BIDI])
+        .build()
+        .unwrap();
+    let call = silent_watch_past_its_deadline(&log, &sink).await;
+    assert_eq!(
+        kinds(&call),
+        ["CLIENT_HEADER", "CLIENT_MESSAGE", "SERVER_HEADER", "CANCEL"],
+        "declared: {call:#?}"
+    );
+
+    let (log, sink) = memory_log("*");
+    let call = silent_watch_past_its_deadline(&log, &sink).await;
+    assert_eq!(
+        kinds(&call),
+        [
+            "CLIENT_HEADER",
+            "CLIENT_MESSAGE",
+            "SERVER_HEADER",
+            "SERVER_TRAILER"
+        ],
+        "undeclared: {call:#?}"
+    );
+    assert!(
+        call[3].starts_with("SERVER_TRAILER 4 \"\" [] peer="),
+        "{}",
+        call[3]
+    );
 }
 
 // ---------------------------------------------------------------------

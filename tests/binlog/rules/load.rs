@@ -204,7 +204,11 @@ async fn sixteen_threads_log_every_entry_once_and_in_order() {
     // `sides` checks each call's sequence ids, in the order written.
     let (client, server) = Logged(entries.clone()).sides();
     for (side, calls) in [("client", client), ("server", server)] {
-        assert_eq!(calls.len() as u64, CLIENTS * CALLS, "{side}: distinct call ids");
+        assert_eq!(
+            calls.len() as u64,
+            CLIENTS * CALLS,
+            "{side}: distinct call ids"
+        );
         for call in calls {
             assert_eq!(kinds(&call), UNARY_KINDS, "{side}");
         }
@@ -213,7 +217,11 @@ async fn sixteen_threads_log_every_entry_once_and_in_order() {
         .flat_map(|client| (0..CALLS).map(move |n| format!("call {client}/{n}")))
         .collect();
     let requests: Vec<String> = entries.iter().filter_map(request_text).collect();
-    assert_eq!(requests.len() as u64, 2 * CLIENTS * CALLS, "one per side per call");
+    assert_eq!(
+        requests.len() as u64,
+        2 * CLIENTS * CALLS,
+        "one per side per call"
+    );
     assert_eq!(requests.into_iter().collect::<HashSet<_>>(), all);
 }
 
