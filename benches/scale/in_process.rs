@@ -226,7 +226,7 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
         ),
     ];
     #[cfg(feature = "binlog")]
-    modes.extend(binlog::modes());
+    modes.extend(binlog::modes(providers));
     modes
 }
 
@@ -234,9 +234,11 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
 /// method excluded by its filter (one lookup per RPC, nothing shared
 /// touched); logging every call to a sink that takes whole buffers of
 /// framed entries and keeps nothing; and logging every call to a
-/// `FileSink` on a tmpfs file (`/dev/shm` where there is one). The log's
-/// writer thread is not one of the timed threads: its CPU time is not in
-/// the figures; entries that find their thread's buffer full are dropped
+/// `FileSink` on a tmpfs file (`/dev/shm` where there is one); and the
+/// stack an operator runs (`operator`: every observer on one layer, the
+/// log leaving the check out, then the tenant's checks). The log's writer
+/// thread is not one of the timed threads: its CPU time is not in the
+/// figures; entries that find their thread's buffer full are dropped
 /// (counted, printed after the tables with the file's throughput).
 #[cfg(feature = "binlog")]
 mod binlog {
@@ -247,9 +249,12 @@ mod binlog {
 
     use tonic_hotpath::binlog::proto::GrpcLogEntry;
     use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing, Sink};
+    use tonic_hotpath::channelz::ServerHandler;
     use tonic_hotpath::stats::CombinedLayer;
+    use tonic_hotpath::tenant::RequireOrgIdLayer;
+    use tower::ServiceBuilder;
 
-    use super::{CHECK_PATH, Mode, server};
+    use super::{CHECK_PATH, Mode, Providers, generous_limits, otel_metrics, server};
 
     /// Takes whole buffers of framed entries (grpc-go's framing) and keeps
     /// nothing: a sink without the disk.
@@ -283,13 +288,18 @@ mod binlog {
         dir.join(format!("tonic-hotpath-scale-{}.binlog", std::process::id()))
     }
 
-    pub fn modes() -> Vec<Mode> {
+    /// A log whose filter leaves the health check out.
+    fn excluding() -> BinaryLog {
         let filter =
             Filter::parse("other.Service/*,-grpc.health.v1.Health/Check").expect("valid filter");
         assert_eq!(filter.lookup(CHECK_PATH), None, "the check is excluded");
-        let excluded = BinaryLog::builder(filter, Discard)
+        BinaryLog::builder(filter, Discard)
             .build()
-            .expect("writer thread");
+            .expect("writer thread")
+    }
+
+    pub fn modes(providers: &Providers) -> Vec<Mode> {
+        let excluded = excluding();
         let logged = BinaryLog::builder(Filter::all(), Discard)
             .build()
             .expect("writer thread");
@@ -370,6 +380,24 @@ mod binlog {
             )
         }));
         modes.push(mode);
+
+        // The stack an operator runs: every observer on one layer, then
+        // the tenant's checks.
+        let observers = CombinedLayer::server()
+            .with(otel_metrics(providers.sdk()))
+            .with(ServerHandler::new())
+            .with(excluding());
+        modes.push(server(
+            (
+                "operator",
+                "operator stack",
+                "CombinedLayer::server() with OtelMetrics (SDK), channelz's ServerHandler and a BinaryLog that leaves the check out, then RequireOrgIdLayer and TenantLimitLayer (under its limits)",
+            ),
+            ServiceBuilder::new()
+                .layer(observers)
+                .layer(RequireOrgIdLayer::new())
+                .layer(generous_limits()),
+        ));
         modes
     }
 }
