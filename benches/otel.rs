@@ -16,7 +16,10 @@
 //! interval, so no export runs during the bench). The peer is built on
 //! opentelemetry 0.32, so its row records into the 0.32 SDK and ours into
 //! the 0.33 SDK: the one difference between the rows that is not the
-//! layers' own.
+//! layers' own. With the feature `otel-bound-instruments` (as
+//! `--all-features` builds), our SDK rows record through bound instruments
+//! (the provider is passed as the `SdkMeterProvider` it is); without it,
+//! with attribute sets.
 //!
 //! Runs interleaved first (see [`interleaved`]; the figures to compare),
 //! then as criterion rows of one group; allocations per RPC are printed
@@ -51,7 +54,7 @@ use in_process::{
     service_round, service_round_with,
 };
 use interleaved::Round;
-use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry::metrics::{MeterProvider, NoopMeterProvider};
 use opentelemetry::trace::TracerProvider;
 use opentelemetry::trace::noop::NoopTracerProvider;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -121,7 +124,7 @@ fn tracing_over<P: TracerProvider>(provider: &P) -> OtelTracing<P::Tracer> {
 }
 
 /// Our handler, with the echo method registered.
-fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_method(UNARY_PATH)
         .with_target("http://127.0.0.1:50051")
@@ -131,7 +134,7 @@ fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics 
 
 /// Our handler with the echo service registered: the echo method is
 /// learned on its first RPC, then found among the learned methods.
-fn metrics_learned(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_learned<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_service(ECHO_SERVICE)
         .with_target("http://127.0.0.1:50051")
@@ -154,18 +157,18 @@ fn org_id_request(body: &Bytes) -> http::Request<tonic::body::Body> {
 }
 
 /// [`metrics`] with the tenant attribute, `team-a` allow-listed.
-fn metrics_allow_list(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_allow_list<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     metrics_tenant(provider, TenantAttribute::allow_list([TENANT]))
 }
 
 /// [`metrics`] with the tenant attribute, `team-a` learned as the first
 /// tenant seen (room for 100).
-fn metrics_first_seen(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_first_seen<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     metrics_tenant(provider, TenantAttribute::first_seen(100))
 }
 
-fn metrics_tenant(
-    provider: &dyn opentelemetry::metrics::MeterProvider,
+fn metrics_tenant<P: MeterProvider + ?Sized>(
+    provider: &P,
     tenants: TenantAttribute,
 ) -> OtelMetrics {
     OtelMetrics::builder(provider)
