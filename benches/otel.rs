@@ -19,7 +19,8 @@
 //! layers' own. With the feature `otel-bound-instruments` (as
 //! `--all-features` builds), our SDK rows record through bound instruments
 //! (the provider is passed as the `SdkMeterProvider` it is); without it,
-//! with attribute sets.
+//! with attribute sets, as the `*_dyn_provider` rows always do (the SDK
+//! passed as a `&dyn MeterProvider`: its type unknown).
 //!
 //! Runs interleaved first (see [`interleaved`]; the figures to compare),
 //! then as criterion rows of one group; allocations per RPC are printed
@@ -188,6 +189,7 @@ fn peer() -> tonic_otel_layer::MetricsLayer {
 fn server(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let provider = sdk();
+    let dyn_provider: &dyn MeterProvider = &provider;
     let tracers = tracer_provider();
     let noop_provider = NoopMeterProvider::new();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
@@ -203,6 +205,10 @@ fn server(c: &mut Criterion) {
         (
             "otel_metrics",
             round(&rt, CombinedLayer::server().with(metrics(&provider))),
+        ),
+        (
+            "otel_metrics_dyn_provider",
+            round(&rt, CombinedLayer::server().with(metrics(dyn_provider))),
         ),
         (
             "otel_metrics_learned_method",
@@ -291,6 +297,7 @@ fn client(_: &mut Criterion) {
     let noop = CombinedLayer::client().with(Noop);
     let tracers = tracer_provider();
     let ours = CombinedLayer::client().with(metrics(&provider));
+    let ours_dyn = CombinedLayer::client().with(metrics(&provider as &dyn MeterProvider));
     let ours_traced = CombinedLayer::client()
         .with(metrics(&provider))
         .with(tracing(&tracers));
@@ -304,6 +311,10 @@ fn client(_: &mut Criterion) {
         (
             "otel_metrics",
             service_round(&rt, ours.layer(echo_transport())),
+        ),
+        (
+            "otel_metrics_dyn_provider",
+            service_round(&rt, ours_dyn.layer(echo_transport())),
         ),
         (
             "otel_metrics_tracing",
@@ -323,8 +334,9 @@ fn client(_: &mut Criterion) {
 
 /// The handler alone, without the stack: `tag_rpc` and one RPC's events
 /// (`Begin`, a message each way, `End`), on each side, over the no-op
-/// provider (the handler's own work) and the SDK (what recording costs),
-/// and over the no-op provider with the method learned through its
+/// provider (the handler's own work) and the SDK (what recording costs;
+/// `sdk_dyn_provider`: the SDK as a `&dyn MeterProvider`, recorded with
+/// attribute sets), and over the no-op provider with the method learned through its
 /// service instead of registered. The `*_headers` rows deliver the request
 /// and response headers too (`x-scope-orgid: team-a`), without and with
 /// the tenant attribute.
@@ -335,6 +347,7 @@ fn handler(c: &mut Criterion) {
     for (name, handler) in [
         ("noop_provider", metrics(&noop_provider)),
         ("sdk", metrics(&provider)),
+        ("sdk_dyn_provider", metrics(&provider as &dyn MeterProvider)),
         ("noop_provider_learned", metrics_learned(&noop_provider)),
     ] {
         for side in [Side::Server, Side::Client] {

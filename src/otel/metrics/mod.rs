@@ -155,7 +155,10 @@ of the id per RPC (see [`TenantAttribute`])."
 /// (exporting nothing for it while idle). So near the cardinality limit a
 /// new series may go to the SDK's overflow series where an unbound one
 /// would have found a freed slot, and a set bound at the limit stays in
-/// the overflow series. Binding allocates in the SDK, once per series.
+/// the overflow series. Binding allocates in the SDK, once per series;
+/// the handles take about 3 KiB per method recorded by name (bound or
+/// not), and with the tenant attribute about 50 bytes per method and
+/// tenant plus 170 per status code seen.
 ///
 /// A server and a client over 127.0.0.1, their metrics read back from the
 /// SDK's in-memory exporter:
