@@ -16,7 +16,11 @@
 //! interval, so no export runs during the bench). The peer is built on
 //! opentelemetry 0.32, so its row records into the 0.32 SDK and ours into
 //! the 0.33 SDK: the one difference between the rows that is not the
-//! layers' own.
+//! layers' own. With the feature `otel-bound-instruments` (as
+//! `--all-features` builds), our SDK rows record through bound instruments
+//! (the provider is passed as the `SdkMeterProvider` it is); without it,
+//! with attribute sets, as the `*_dyn_provider` rows always do (the SDK
+//! passed as a `&dyn MeterProvider`: its type unknown).
 //!
 //! Runs interleaved first (see [`interleaved`]; the figures to compare),
 //! then as criterion rows of one group; allocations per RPC are printed
@@ -51,7 +55,7 @@ use in_process::{
     service_round, service_round_with,
 };
 use interleaved::Round;
-use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry::metrics::{MeterProvider, NoopMeterProvider};
 use opentelemetry::trace::TracerProvider;
 use opentelemetry::trace::noop::NoopTracerProvider;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -121,7 +125,7 @@ fn tracing_over<P: TracerProvider>(provider: &P) -> OtelTracing<P::Tracer> {
 }
 
 /// Our handler, with the echo method registered.
-fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_method(UNARY_PATH)
         .with_target("http://127.0.0.1:50051")
@@ -131,7 +135,7 @@ fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics 
 
 /// Our handler with the echo service registered: the echo method is
 /// learned on its first RPC, then found among the learned methods.
-fn metrics_learned(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_learned<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_service(ECHO_SERVICE)
         .with_target("http://127.0.0.1:50051")
@@ -154,18 +158,18 @@ fn org_id_request(body: &Bytes) -> http::Request<tonic::body::Body> {
 }
 
 /// [`metrics`] with the tenant attribute, `team-a` allow-listed.
-fn metrics_allow_list(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_allow_list<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     metrics_tenant(provider, TenantAttribute::allow_list([TENANT]))
 }
 
 /// [`metrics`] with the tenant attribute, `team-a` learned as the first
 /// tenant seen (room for 100).
-fn metrics_first_seen(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics_first_seen<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     metrics_tenant(provider, TenantAttribute::first_seen(100))
 }
 
-fn metrics_tenant(
-    provider: &dyn opentelemetry::metrics::MeterProvider,
+fn metrics_tenant<P: MeterProvider + ?Sized>(
+    provider: &P,
     tenants: TenantAttribute,
 ) -> OtelMetrics {
     OtelMetrics::builder(provider)
@@ -185,6 +189,7 @@ fn peer() -> tonic_otel_layer::MetricsLayer {
 fn server(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let provider = sdk();
+    let dyn_provider: &dyn MeterProvider = &provider;
     let tracers = tracer_provider();
     let noop_provider = NoopMeterProvider::new();
     let mut variants: Vec<(&str, Round<'_>)> = vec![
@@ -200,6 +205,10 @@ fn server(c: &mut Criterion) {
         (
             "otel_metrics",
             round(&rt, CombinedLayer::server().with(metrics(&provider))),
+        ),
+        (
+            "otel_metrics_dyn_provider",
+            round(&rt, CombinedLayer::server().with(metrics(dyn_provider))),
         ),
         (
             "otel_metrics_learned_method",
@@ -288,6 +297,7 @@ fn client(_: &mut Criterion) {
     let noop = CombinedLayer::client().with(Noop);
     let tracers = tracer_provider();
     let ours = CombinedLayer::client().with(metrics(&provider));
+    let ours_dyn = CombinedLayer::client().with(metrics(&provider as &dyn MeterProvider));
     let ours_traced = CombinedLayer::client()
         .with(metrics(&provider))
         .with(tracing(&tracers));
@@ -301,6 +311,10 @@ fn client(_: &mut Criterion) {
         (
             "otel_metrics",
             service_round(&rt, ours.layer(echo_transport())),
+        ),
+        (
+            "otel_metrics_dyn_provider",
+            service_round(&rt, ours_dyn.layer(echo_transport())),
         ),
         (
             "otel_metrics_tracing",
@@ -320,8 +334,9 @@ fn client(_: &mut Criterion) {
 
 /// The handler alone, without the stack: `tag_rpc` and one RPC's events
 /// (`Begin`, a message each way, `End`), on each side, over the no-op
-/// provider (the handler's own work) and the SDK (what recording costs),
-/// and over the no-op provider with the method learned through its
+/// provider (the handler's own work) and the SDK (what recording costs;
+/// `sdk_dyn_provider`: the SDK as a `&dyn MeterProvider`, recorded with
+/// attribute sets), and over the no-op provider with the method learned through its
 /// service instead of registered. The `*_headers` rows deliver the request
 /// and response headers too (`x-scope-orgid: team-a`), without and with
 /// the tenant attribute.
@@ -332,6 +347,7 @@ fn handler(c: &mut Criterion) {
     for (name, handler) in [
         ("noop_provider", metrics(&noop_provider)),
         ("sdk", metrics(&provider)),
+        ("sdk_dyn_provider", metrics(&provider as &dyn MeterProvider)),
         ("noop_provider_learned", metrics_learned(&noop_provider)),
     ] {
         for side in [Side::Server, Side::Client] {

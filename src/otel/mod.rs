@@ -9,7 +9,9 @@
 //!   [`GrpcTraceBinPropagator`] for grpc-go's `grpc-trace-bin`.
 //!
 //! The handlers depend on the OpenTelemetry API crate only; the
-//! application picks the SDK and exporter. Register them like any
+//! application picks the SDK and exporter. (Feature
+//! `otel-bound-instruments` adds the SDK, to recognise its meter provider
+//! and record through its bound instruments: see [`OtelMetrics`].) Register them like any
 //! [`StatsHandler`](crate::stats::StatsHandler), alone or beside others:
 //! `CombinedLayer::server().with(metrics).with(tracing)`.
 

@@ -26,6 +26,7 @@ static ALLOCATOR: stats_harness::CountingAllocator = stats_harness::CountingAllo
 mod otel_interop_go;
 mod otel_metrics;
 mod otel_metrics_alloc;
+mod otel_metrics_bound;
 mod otel_metrics_methods;
 mod otel_metrics_tenant;
 #[cfg(feature = "bench-internals")]

@@ -1,14 +1,16 @@
 //! Allocations `OtelMetrics` makes per RPC, from the per-thread counting
 //! allocator: the handler's own (with OpenTelemetry's no-op meter
-//! provider: zero) beside the SDK's (with a real `SdkMeterProvider`), by
-//! driving the handler directly and on the server stack in process.
-//! Run with `--nocapture` to see the figures.
+//! provider: zero) beside the SDK's (with a real `SdkMeterProvider`: bound
+//! instruments with the feature `otel-bound-instruments`, and attribute
+//! sets through a `dyn MeterProvider`), by driving the handler directly
+//! and on the server stack in process. Run with `--nocapture` to see the
+//! figures.
 
 use crate::otel_support;
 use crate::stats_harness;
 
 use http::HeaderValue;
-use opentelemetry::metrics::NoopMeterProvider;
+use opentelemetry::metrics::{MeterProvider, NoopMeterProvider};
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
 use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use stats_harness::{
@@ -49,7 +51,7 @@ const METHODS: [&str; 4] = [
     "/unknown.Service/Method",
 ];
 
-fn metrics(provider: &dyn opentelemetry::metrics::MeterProvider) -> OtelMetrics {
+fn metrics<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_method(METHODS[0])
         .with_service("pkg.Service")
@@ -65,6 +67,11 @@ fn otel_handler_allocates_nothing_per_rpc() {
     let noop = metrics(&NoopMeterProvider::new());
     let provider = sdk_provider(InMemoryMetricExporter::default());
     let with_sdk = metrics(&provider);
+    let binds = cfg!(feature = "otel-bound-instruments");
+    assert!(format!("{with_sdk:?}").contains(&format!("bound_instruments: {binds}")));
+    // Not known to bind: attribute sets.
+    let fallback = metrics(&provider as &dyn MeterProvider);
+    assert!(format!("{fallback:?}").contains("bound_instruments: false"));
     // The counter is live: building a handler (its attribute sets) allocates.
     let build = rt.block_on(allocations_per_call(5, || {
         drop(metrics(&NoopMeterProvider::new()));
@@ -75,14 +82,16 @@ fn otel_handler_allocates_nothing_per_rpc() {
         for method in METHODS {
             let own = per_rpc(&rt, &noop, side, method);
             let sdk = per_rpc(&rt, &with_sdk, side, method);
+            let sdk_fallback = per_rpc(&rt, &fallback, side, method);
             println!(
-                "allocations/rpc {side:?} {method:<26} handler (no-op provider) {own:.2}, with the SDK {sdk:.2}"
+                "allocations/rpc {side:?} {method:<26} handler (no-op provider) {own:.2}, with the SDK {sdk:.2} (bound instruments: {binds}), through dyn MeterProvider {sdk_fallback:.2}"
             );
             assert_eq!(own, 0.0, "{side:?} {method}: the handler's own allocations");
             assert_eq!(
                 sdk, 0.0,
                 "{side:?} {method}: the SDK records into existing attribute sets without allocating"
             );
+            assert_eq!(sdk_fallback, 0.0, "{side:?} {method}: dyn MeterProvider");
         }
     }
 }
@@ -162,8 +171,8 @@ fn otel_unproven_server_rpcs_allocate_nothing_and_leave_nothing() {
 
 /// [`metrics`] with the tenant attribute: `team-a` named (allow-listed,
 /// or learned as the first seen).
-fn tenant_metrics(
-    provider: &dyn opentelemetry::metrics::MeterProvider,
+fn tenant_metrics<P: MeterProvider + ?Sized>(
+    provider: &P,
     tenants: TenantAttribute,
 ) -> OtelMetrics {
     OtelMetrics::builder(provider)
@@ -189,16 +198,18 @@ fn otel_tenant_attribute_allocates_nothing_per_rpc() {
     };
     // A named tenant, one recorded as `other`, a federated id, none.
     let tenants = [Some("team-a"), Some("team-z"), Some("team-a|team-b"), None];
-    for (guard, with_sdk) in guards().into_iter().zip(guards()) {
+    for ((guard, with_sdk), fallback) in guards().into_iter().zip(guards()).zip(guards()) {
         let handlers = [
             tenant_metrics(&noop, guard.1),
             tenant_metrics(&provider, with_sdk.1),
+            tenant_metrics(&provider as &dyn MeterProvider, fallback.1),
         ];
         for side in [Side::Server, Side::Client] {
             for method in METHODS {
                 for tenant in tenants {
                     let headers = org_id_headers(tenant);
-                    for (handler, which) in handlers.iter().zip(["handler", "with the SDK"]) {
+                    let which = ["handler", "with the SDK", "through dyn MeterProvider"];
+                    for (handler, which) in handlers.iter().zip(which) {
                         let mut i = 0_u64;
                         let per_rpc = rt.block_on(allocations_per_call(RPCS, || {
                             i += 1;

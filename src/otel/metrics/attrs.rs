@@ -1,15 +1,19 @@
 //! Attribute sets, built once per method (and, with the tenant attribute,
 //! once per method and tenant recorded) and handed to every RPC of that
 //! method by reference: recording a measurement clones no `KeyValue` and
-//! allocates nothing in this crate.
+//! allocates nothing in this crate. Beside each set, its [`Handle`]s to
+//! the instruments it is recorded with (bound instruments, see `bound`).
 
 use std::sync::Arc;
 #[cfg(feature = "tenant")]
 use std::sync::OnceLock;
 
+use opentelemetry::metrics::Counter;
 use opentelemetry::{Key, KeyValue, StringValue, Value};
 use tonic::Code;
 
+use super::bound::Handle;
+use super::instruments::{EndedHandles, StartedHandles};
 use crate::stats::Side;
 
 /// The value recorded for methods and targets that are not recorded as
@@ -41,14 +45,24 @@ const STATUS_NAMES: [&str; 17] = [
     "UNAUTHENTICATED",
 ];
 
+/// An attribute set, and the handles its measurements are recorded
+/// through.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Series<'a, H> {
+    pub(super) attrs: &'a [KeyValue],
+    pub(super) handles: &'a H,
+}
+
 /// One method's attribute sets. `started` is `[grpc.method, grpc.target]`
 /// and `ended[code]` is `[grpc.method, grpc.status, grpc.target]`; the
 /// server records the same sets without their last element (A66 gives the
-/// server no target).
+/// server no target). Each set has its handles beside it.
 #[derive(Debug)]
 pub(super) struct MethodAttrs {
     started: [KeyValue; 2],
     ended: [[KeyValue; 3]; STATUS_NAMES.len()],
+    started_handles: StartedHandles,
+    ended_handles: [EndedHandles; STATUS_NAMES.len()],
 }
 
 impl MethodAttrs {
@@ -64,29 +78,48 @@ impl MethodAttrs {
                     target.clone(),
                 ]
             }),
+            started_handles: StartedHandles::default(),
+            ended_handles: std::array::from_fn(|_| EndedHandles::default()),
         }
     }
 
-    /// The attributes of `*.started` on `side`.
-    pub(super) fn started(&self, side: Side) -> &[KeyValue] {
-        match side {
+    /// The attributes of `*.started` on `side`, with their handle.
+    pub(super) fn started(&self, side: Side) -> Series<'_, Handle<Counter<u64>>> {
+        let attrs = match side {
             Side::Server => &self.started[..1],
-            Side::Client => &self.started,
+            Side::Client => &self.started[..],
+        };
+        Series {
+            attrs,
+            handles: self.started_handles.side(side),
         }
     }
 
     /// The attributes of the measurements recorded at the end of an RPC
-    /// that ended with `code` on `side`.
-    pub(super) fn ended(&self, side: Side, code: Code) -> &[KeyValue] {
-        // Every `Code` has a name; a code tonic adds later counts as UNKNOWN.
-        let set = self
-            .ended
-            .get(code as usize)
-            .unwrap_or(&self.ended[Code::Unknown as usize]);
-        match side {
+    /// that ended with `code` on `side`, with their handles (`side`'s are
+    /// those to read).
+    pub(super) fn ended(&self, side: Side, code: Code) -> Series<'_, EndedHandles> {
+        let code = status_index(code);
+        let set = &self.ended[code];
+        let attrs = match side {
             Side::Server => &set[..2],
-            Side::Client => set,
+            Side::Client => &set[..],
+        };
+        Series {
+            attrs,
+            handles: &self.ended_handles[code],
         }
+    }
+}
+
+/// `code`'s index in [`STATUS_NAMES`]: every `Code` has a name; a code
+/// tonic adds later counts as UNKNOWN.
+#[inline]
+fn status_index(code: Code) -> usize {
+    if (code as usize) < STATUS_NAMES.len() {
+        code as usize
+    } else {
+        Code::Unknown as usize
     }
 }
 
@@ -94,14 +127,24 @@ impl MethodAttrs {
 /// `[grpc.method, tenant, grpc.target]` and `ended[code]` is
 /// `[grpc.method, grpc.status, tenant, grpc.target]`; the server records
 /// them without their last element, as [`MethodAttrs`]. Built on the first
-/// RPC of that method and tenant, each `ended` set on the first RPC that
-/// ends with its code (most combinations see only a few codes: this keeps
-/// a combination at about 600 bytes instead of 4 KiB).
+/// RPC of that method and tenant, each `ended` set (with its handles) on
+/// the first RPC that ends with its code (most combinations see only a
+/// few codes: this keeps a combination at about 600 bytes instead of
+/// 4 KiB).
 #[cfg(feature = "tenant")]
 #[derive(Debug)]
 pub(super) struct TenantAttrs {
     started: [KeyValue; 3],
-    ended: [OnceLock<Box<[KeyValue; 4]>>; STATUS_NAMES.len()],
+    started_handles: StartedHandles,
+    ended: [OnceLock<Box<TenantEnded>>; STATUS_NAMES.len()],
+}
+
+/// One of [`TenantAttrs`]' `ended` sets, with its handles.
+#[cfg(feature = "tenant")]
+#[derive(Debug)]
+struct TenantEnded {
+    set: [KeyValue; 4],
+    handles: EndedHandles,
 }
 
 #[cfg(feature = "tenant")]
@@ -111,40 +154,49 @@ impl TenantAttrs {
         let [method, target] = method.started.clone();
         Self {
             started: [method, tenant.clone(), target],
+            started_handles: StartedHandles::default(),
             ended: std::array::from_fn(|_| OnceLock::new()),
         }
     }
 
-    /// The attributes of `*.started` on `side`.
+    /// The attributes of `*.started` on `side`, with their handle.
     #[inline]
-    pub(super) fn started(&self, side: Side) -> &[KeyValue] {
-        match side {
+    pub(super) fn started(&self, side: Side) -> Series<'_, Handle<Counter<u64>>> {
+        let attrs = match side {
             Side::Server => &self.started[..2],
-            Side::Client => &self.started,
+            Side::Client => &self.started[..],
+        };
+        Series {
+            attrs,
+            handles: self.started_handles.side(side),
         }
     }
 
     /// The attributes of the measurements recorded at the end of an RPC
-    /// that ended with `code` on `side`.
+    /// that ended with `code` on `side`, with their handles (`side`'s are
+    /// those to read).
     #[inline]
-    pub(super) fn ended(&self, side: Side, code: Code) -> &[KeyValue] {
-        let code = if (code as usize) < STATUS_NAMES.len() {
-            code as usize
-        } else {
-            Code::Unknown as usize
-        };
-        let set = self.ended[code].get_or_init(|| {
+    pub(super) fn ended(&self, side: Side, code: Code) -> Series<'_, EndedHandles> {
+        let code = status_index(code);
+        let ended = self.ended[code].get_or_init(|| {
             let [method, tenant, target] = self.started.clone();
-            Box::new([
-                method,
-                KeyValue::new(STATUS, STATUS_NAMES[code]),
-                tenant,
-                target,
-            ])
+            Box::new(TenantEnded {
+                set: [
+                    method,
+                    KeyValue::new(STATUS, STATUS_NAMES[code]),
+                    tenant,
+                    target,
+                ],
+                handles: EndedHandles::default(),
+            })
         });
-        match side {
-            Side::Server => &set[..3],
-            Side::Client => &set[..],
+        let attrs = match side {
+            Side::Server => &ended.set[..3],
+            Side::Client => &ended.set[..],
+        };
+        Series {
+            attrs,
+            handles: &ended.handles,
         }
     }
 }

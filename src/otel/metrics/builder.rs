@@ -49,6 +49,8 @@ const DEFAULT_MAX_LEARNED_METHODS: usize = 1000;
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct OtelMetricsBuilder {
     meter: Meter,
+    /// Whether the meter's provider is known to bind (`bound`).
+    binds: bool,
     methods: Vec<String>,
     services: Vec<String>,
     method_filter: Option<NameFilter>,
@@ -60,9 +62,10 @@ pub struct OtelMetricsBuilder {
 }
 
 impl OtelMetricsBuilder {
-    pub(super) fn new(meter: Meter) -> Self {
+    pub(super) fn new(meter: Meter, binds: bool) -> Self {
         Self {
             meter,
+            binds,
             methods: Vec::new(),
             services: Vec::new(),
             method_filter: None,
@@ -243,8 +246,8 @@ impl OtelMetricsBuilder {
             target,
         );
         Ok(OtelMetrics {
-            server: ServerInstruments::new(&self.meter),
-            client: ClientInstruments::new(&self.meter),
+            server: ServerInstruments::new(&self.meter, self.binds),
+            client: ClientInstruments::new(&self.meter, self.binds),
             methods: table,
             #[cfg(feature = "tenant")]
             tenants: self.tenant.map(TenantTable::new).transpose()?,
@@ -261,7 +264,8 @@ impl fmt::Debug for OtelMetricsBuilder {
             .field("method_filter", &self.method_filter.is_some())
             .field("target", &self.target)
             .field("target_filter", &self.target_filter.is_some())
-            .field("max_learned_methods", &self.max_learned_methods);
+            .field("max_learned_methods", &self.max_learned_methods)
+            .field("bound_instruments", &self.binds);
         #[cfg(feature = "tenant")]
         debug.field("tenant", &self.tenant);
         debug.finish_non_exhaustive()

@@ -2,6 +2,7 @@
 
 mod append_only;
 mod attrs;
+mod bound;
 mod builder;
 mod evidence;
 mod instruments;
@@ -18,13 +19,15 @@ mod unproven;
 
 use std::fmt;
 
-use opentelemetry::metrics::MeterProvider;
-use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::metrics::{Counter, MeterProvider};
 
 use crate::stats::{End, RpcEvent, RpcInfo, Side, StatsHandler};
+use attrs::Series;
+use bound::Handle;
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
 use evidence::Evidence;
-use instruments::{ClientInstruments, ServerInstruments};
+use instruments::{ClientInstruments, EndedHandles, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
 pub use state::MetricsRpcState;
 use state::RpcMethod;
@@ -124,6 +127,39 @@ use unproven::UnprovenPath;
 of the id per RPC (see [`TenantAttribute`])."
 )]
 ///
+/// Each measurement then costs what the provider's instrument costs: the
+/// SDK sorts, hashes and looks up its attribute set every time, unless it
+/// records through bound instruments (below).
+///
+/// # Bound instruments (feature `otel-bound-instruments`)
+///
+/// With this feature, and when [`builder`](Self::builder) is given the
+/// SDK's `SdkMeterProvider` (`opentelemetry_sdk` 0.33) itself, the handler
+/// records through OpenTelemetry's bound instruments (`Counter::bind`,
+/// experimental in 0.33): after an attribute set's first measurement on an
+/// instrument, the handler binds the instrument to the set and records its
+/// later measurements without the SDK's look-up. The feature turns the
+/// SDK's bound support on (the application's `opentelemetry_sdk` 0.33 is
+/// the same crate, its features unified). Any other provider, a
+/// `&dyn MeterProvider` included (its type is not known), is recorded
+/// with attribute sets, as without the feature: OpenTelemetry's default
+/// `bind` drops every measurement, so the handler binds only where it
+/// knows the provider binds. `Debug` shows which (`bound_instruments`).
+///
+/// The exports are the same either way, series by series: a series
+/// appears on its first measurement, recorded as without binding, and is
+/// bound only then (binding earlier would export zeros in cumulative
+/// temporality). One difference, with delta temporality: the SDK forgets
+/// an unbound series that had no measurement since the last collection,
+/// freeing its slot under the cardinality limit, but keeps a bound series
+/// (exporting nothing for it while idle). So near the cardinality limit a
+/// new series may go to the SDK's overflow series where an unbound one
+/// would have found a freed slot, and a set bound at the limit stays in
+/// the overflow series. Binding allocates in the SDK, once per series;
+/// the handles take about 3 KiB per method recorded by name (bound or
+/// not), and with the tenant attribute about 50 bytes per method and
+/// tenant plus 170 per status code seen.
+///
 /// A server and a client over 127.0.0.1, their metrics read back from the
 /// SDK's in-memory exporter:
 ///
@@ -190,11 +226,18 @@ pub struct OtelMetrics {
 impl OtelMetrics {
     /// Starts configuring a handler whose instruments come from
     /// `provider`'s meter named `tonic-hotpath` (with the crate's version).
+    ///
+    /// With the feature `otel-bound-instruments`, an `SdkMeterProvider`
+    /// given as itself (not as `&dyn MeterProvider`) is recorded through
+    /// bound instruments (see [`OtelMetrics`], "Bound instruments").
     pub fn builder<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetricsBuilder {
         let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
-        OtelMetricsBuilder::new(provider.meter_with_scope(scope))
+        OtelMetricsBuilder::new(
+            provider.meter_with_scope(scope),
+            bound::provider_binds(provider),
+        )
     }
 }
 
@@ -206,7 +249,8 @@ impl fmt::Debug for OtelMetrics {
             .field("learned_methods", &self.methods.learned_len())
             .field("services", &self.methods.services().collect::<Vec<_>>())
             .field("method_filter", &self.methods.has_filter())
-            .field("target", self.methods.target());
+            .field("target", self.methods.target())
+            .field("bound_instruments", &self.server.started.binds());
         #[cfg(feature = "tenant")]
         debug.field("tenant_attribute", &self.tenants);
         debug.finish_non_exhaustive()
@@ -267,19 +311,29 @@ impl StatsHandler for OtelMetrics {
                     .end_time
                     .saturating_duration_since(end.begin_time)
                     .as_secs_f64();
-                let set = self.ended_attrs(side, method, state, end);
+                let Series { attrs, handles } = self.ended_series(side, method, state, end);
                 match side {
                     Side::Server => {
-                        self.server.duration.record(seconds, set);
-                        self.server.sent.record(state.sent, set);
-                        self.server.rcvd.record(state.rcvd, set);
+                        let (server, handles) = (&self.server, &handles.server);
+                        server.duration.record(seconds, attrs, &handles.duration);
+                        server.sent.record(state.sent, attrs, &handles.sent);
+                        server.rcvd.record(state.rcvd, attrs, &handles.rcvd);
                     }
                     Side::Client => {
-                        self.client.attempt_duration.record(seconds, set);
-                        self.client.attempt_sent.record(state.sent, set);
-                        self.client.attempt_rcvd.record(state.rcvd, set);
+                        let (client, handles) = (&self.client, &handles.client);
+                        client
+                            .attempt_duration
+                            .record(seconds, attrs, &handles.attempt_duration);
+                        client
+                            .attempt_sent
+                            .record(state.sent, attrs, &handles.attempt_sent);
+                        client
+                            .attempt_rcvd
+                            .record(state.rcvd, attrs, &handles.attempt_rcvd);
                         // One attempt per call (tonic has no retries).
-                        self.client.call_duration.record(seconds, set);
+                        client
+                            .call_duration
+                            .record(seconds, attrs, &handles.call_duration);
                     }
                 }
             }
@@ -404,17 +458,19 @@ impl OtelMetrics {
             Side::Server => &self.server.started,
             Side::Client => &self.client.attempt_started,
         };
-        started.add(1, self.started_attrs(side, method, state));
+        let Series { attrs, handles } = self.started_series(side, method, state);
+        started.record(1, attrs, handles);
     }
 
-    /// The attributes of `*.started` (with `state`'s tenant).
+    /// The attributes of `*.started` (with `state`'s tenant) and their
+    /// handle.
     #[inline]
-    fn started_attrs(
+    fn started_series(
         &self,
         side: Side,
         method: RecordedMethod,
         state: &MetricsRpcState,
-    ) -> &[KeyValue] {
+    ) -> Series<'_, Handle<Counter<u64>>> {
         #[cfg(feature = "tenant")]
         if let (Some(tenants), Some(tenant)) = (&self.tenants, state.tenant.recorded()) {
             return tenants.attrs(&self.methods, method, tenant).started(side);
@@ -425,15 +481,15 @@ impl OtelMetrics {
     }
 
     /// The attributes of the measurements recorded at `end` (with
-    /// `state`'s tenant).
+    /// `state`'s tenant) and their handles.
     #[inline]
-    fn ended_attrs(
+    fn ended_series(
         &self,
         side: Side,
         method: RecordedMethod,
         state: &MetricsRpcState,
         end: &End<'_>,
-    ) -> &[KeyValue] {
+    ) -> Series<'_, EndedHandles> {
         #[cfg(feature = "tenant")]
         if let (Some(tenants), Some(tenant)) = (&self.tenants, state.tenant.recorded()) {
             return tenants

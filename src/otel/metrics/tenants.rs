@@ -350,7 +350,7 @@ mod tests {
         let first: *const TenantAttrs = table.attrs(&methods, m, a);
         let again: *const TenantAttrs = table.attrs(&methods, m, a);
         assert_eq!(first, again, "built once, then reused");
-        let set = table.attrs(&methods, m, a).started(Side::Client);
+        let set = table.attrs(&methods, m, a).started(Side::Client).attrs;
         let pairs: Vec<_> = set
             .iter()
             .map(|kv| (kv.key.as_str().to_owned(), kv.value.to_string()))
@@ -364,9 +364,9 @@ mod tests {
             ]
         );
         let other = table.attrs(&methods, RecordedMethod::Other, RecordedTenant::NoTenant);
-        assert_eq!(other.started(Side::Server)[0].value.as_str(), "other");
-        assert_eq!(other.started(Side::Server)[1].value.as_str(), "");
-        let ended = other.ended(Side::Server, tonic::Code::NotFound);
+        assert_eq!(other.started(Side::Server).attrs[0].value.as_str(), "other");
+        assert_eq!(other.started(Side::Server).attrs[1].value.as_str(), "");
+        let ended = other.ended(Side::Server, tonic::Code::NotFound).attrs;
         assert_eq!(ended.len(), 3);
         assert_eq!(ended[1].value.as_str(), "NOT_FOUND");
     }
