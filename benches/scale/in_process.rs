@@ -442,8 +442,10 @@ fn many_tenants_request(body: &Bytes) -> Request<Body> {
     request
 }
 
-/// `OtelMetrics` (gRFC A66) with the health method registered.
-pub fn otel_metrics(provider: &dyn MeterProvider) -> OtelMetrics {
+/// `OtelMetrics` (gRFC A66) with the health method registered. The
+/// provider is taken by its type: an `SdkMeterProvider` is recorded
+/// through bound instruments with the feature `otel-bound-instruments`.
+pub fn otel_metrics<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_method(CHECK_PATH)
         .build()
@@ -452,7 +454,7 @@ pub fn otel_metrics(provider: &dyn MeterProvider) -> OtelMetrics {
 
 /// [`otel_metrics`] with the tenant attribute: the requests' org id
 /// allow-listed, so every RPC records it by name.
-pub fn otel_metrics_tenant(provider: &dyn MeterProvider) -> OtelMetrics {
+pub fn otel_metrics_tenant<P: MeterProvider + ?Sized>(provider: &P) -> OtelMetrics {
     OtelMetrics::builder(provider)
         .with_method(CHECK_PATH)
         .with_tenant_attribute(TenantAttribute::allow_list([ORG_ID]))
