@@ -55,6 +55,10 @@ const FEATURES: &[(&str, bool)] = &[
     ("bench-internals", cfg!(feature = "bench-internals")),
     ("zstd", cfg!(feature = "zstd")),
     ("otel", cfg!(feature = "otel")),
+    (
+        "otel-bound-instruments",
+        cfg!(feature = "otel-bound-instruments"),
+    ),
     ("channelz", cfg!(feature = "channelz")),
     ("limits-file", cfg!(feature = "limits-file")),
     ("binlog", cfg!(feature = "binlog")),
