@@ -80,25 +80,8 @@ pub(crate) fn encode_framed(
         + head
             .peer
             .map_or(0, |peer| message_field_len(11, address_len(peer)));
-    match framing {
-        Framing::Grpc => {
-            let prefix = u32::try_from(entry_len).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "binary log entry of {entry_len} bytes is too long for the gRPC \
-                         framing's 4-byte length"
-                    ),
-                )
-            })?;
-            buf.reserve(4 + entry_len);
-            buf.extend_from_slice(&prefix.to_be_bytes());
-        }
-        Framing::Varint => {
-            buf.reserve(encoded_len_varint(entry_len as u64) + entry_len);
-            encode_varint(entry_len as u64, buf);
-        }
-    }
+    buf.reserve(framing.prefix_len(entry_len) + entry_len);
+    framing.write_prefix(entry_len, buf)?;
     encode_message_key(1, timestamp_len(&timestamp), buf);
     encode_int_field(1, timestamp.seconds as u64, buf);
     encode_int_field(2, i64::from(timestamp.nanos) as u64, buf);

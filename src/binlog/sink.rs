@@ -204,6 +204,29 @@ impl Framing {
         (framed_len <= bytes.len()).then_some(framed_len)
     }
 
+    /// Appends the prefix of an entry whose encoding is `entry_len` bytes
+    /// to `buf`. With [`Grpc`](Self::Grpc) framing an entry of 4 GiB or
+    /// more is an [`InvalidInput`](io::ErrorKind::InvalidInput) error, and
+    /// nothing is appended.
+    pub(crate) fn write_prefix(self, entry_len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+        match self {
+            Self::Grpc => {
+                let prefix = u32::try_from(entry_len).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "binary log entry of {entry_len} bytes is too long for the gRPC \
+                             framing's 4-byte length"
+                        ),
+                    )
+                })?;
+                buf.extend_from_slice(&prefix.to_be_bytes());
+            }
+            Self::Varint => prost::encoding::encode_varint(entry_len as u64, buf),
+        }
+        Ok(())
+    }
+
     /// The number of bytes `entry` takes framed: prefix and encoding.
     #[must_use]
     pub fn framed_len(self, entry: &GrpcLogEntry) -> usize {
@@ -223,21 +246,7 @@ impl Framing {
         let framed_len = self.prefix_len(entry_len) + entry_len;
         let start = buf.len();
         buf.reserve(framed_len);
-        match self {
-            Self::Grpc => {
-                let prefix = u32::try_from(entry_len).map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "binary log entry of {entry_len} bytes is too long for the gRPC \
-                             framing's 4-byte length"
-                        ),
-                    )
-                })?;
-                buf.extend_from_slice(&prefix.to_be_bytes());
-            }
-            Self::Varint => prost::encoding::encode_varint(entry_len as u64, buf),
-        }
+        self.write_prefix(entry_len, buf)?;
         // A Vec takes any length: this fails only if `entry` changed its
         // length between the two calls, which a `&GrpcLogEntry` cannot.
         if let Err(error) = entry.encode(buf) {
