@@ -33,6 +33,9 @@ pub mod channelz;
 #[cfg(feature = "binlog")]
 pub mod binlog;
 
+#[cfg(feature = "orca")]
+pub mod orca;
+
 #[cfg(feature = "arena")]
 #[allow(unsafe_code)]
 pub mod arena;

@@ -5,7 +5,14 @@
 //!   serves;
 //! - `src/binlog/generated/`: the prost messages of `grpc.binarylog.v1`
 //!   (no service), their `bytes` fields as `bytes::Bytes` so that logged
-//!   messages are shared, not copied.
+//!   messages are shared, not copied;
+//! - `src/orca/generated/`: the prost messages of `xds.data.orca.v3`
+//!   (`OrcaLoadReport`, its maps as `BTreeMap`s: one report always encodes
+//!   to the same bytes) and `xds.service.orca.v3` with the tonic client and
+//!   server of `OpenRcaService`;
+//! - `tests/orca_support/generated/`: gRPC's interop `grpc.testing`
+//!   messages and services (test-only: the tonic `TestService` the grpc-go
+//!   interop client's ORCA cases run against).
 fn main() {
     let protoc = protoc_bin_vendored::protoc_bin_path().expect("vendored protoc");
     let include = protoc_bin_vendored::include_path().expect("vendored protoc includes");
@@ -35,4 +42,25 @@ fn main() {
             &["../../proto", include],
         )
         .expect("generate grpc.binarylog.v1");
+
+    tonic_prost_build::configure()
+        .out_dir("../../src/orca/generated")
+        .btree_map(".xds.data.orca.v3")
+        .emit_rerun_if_changed(false)
+        .compile_protos(
+            &["../../proto/xds/service/orca/v3/orca.proto"],
+            &["../../proto", include],
+        )
+        .expect("generate xds.service.orca.v3");
+
+    tonic_prost_build::configure()
+        .out_dir("../../tests/orca_support/generated")
+        .btree_map(".xds.data.orca.v3")
+        .extern_path(".xds", "::tonic_hotpath::orca::proto::xds")
+        .emit_rerun_if_changed(false)
+        .compile_protos(
+            &["../../proto/grpc/testing/test.proto"],
+            &["../../proto", include],
+        )
+        .expect("generate grpc.testing");
 }

@@ -1,0 +1,50 @@
+//! ORCA backend load reports (gRFC A51), as grpc-go's `orca` package has
+//! them, and the client side no Rust stack had: a tonic server reports its
+//! load (CPU, memory and application utilization, queries and errors per
+//! second, named utilizations, per-call request costs) in each call's
+//! `endpoint-load-metrics-bin` trailer and on the out-of-band
+//! `xds.service.orca.v3.OpenRcaService` stream; gRPC's
+//! `weighted_round_robin` (grpc-go, grpc-java, C-core), grpc-js and Envoy's
+//! `client_side_weighted_round_robin` weigh the replicas by it, and so does
+//! a tonic client through `tower`'s `p2c` balancer.
+//!
+//! - [`BackendMetrics`]: one set of values, with grpc-go's merge (a call's
+//!   values win over the process's).
+
+mod metrics;
+
+pub use metrics::BackendMetrics;
+
+/// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
+/// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and
+/// server of `OpenRcaService`), from cncf/xds's `.proto` files, regenerated
+/// with `tools/gen-protos`. The report's maps are `BTreeMap`s, so one report
+/// always encodes to the same bytes.
+#[allow(missing_docs, clippy::all, clippy::pedantic, rustdoc::all)]
+pub mod proto {
+    /// `xds.*`
+    pub mod xds {
+        /// `xds.data.*`
+        pub mod data {
+            /// `xds.data.orca.*`
+            pub mod orca {
+                /// `xds.data.orca.v3`
+                pub mod v3 {
+                    include!("generated/xds.data.orca.v3.rs");
+                }
+            }
+        }
+        /// `xds.service.*`
+        pub mod service {
+            /// `xds.service.orca.*`
+            pub mod orca {
+                /// `xds.service.orca.v3`
+                pub mod v3 {
+                    include!("generated/xds.service.orca.v3.rs");
+                }
+            }
+        }
+    }
+}
+
+pub use proto::xds::data::orca::v3::OrcaLoadReport;
