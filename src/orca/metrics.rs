@@ -123,6 +123,14 @@ impl BackendMetrics {
     }
 }
 
+/// What gives a process's current metrics (grpc-go's
+/// `orca.ServerMetricsProvider`): the out-of-band service sends them, and
+/// the per-call trailer starts from them before the call's own values.
+pub trait ServerMetricsProvider: Send + Sync + 'static {
+    /// The current values (a copy: later changes do not show in it).
+    fn server_metrics(&self) -> BackendMetrics;
+}
+
 /// Which range a metric's setter accepts (grpc-go's setters): a value
 /// outside it, or NaN, is ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,11 +9,17 @@
 //! a tonic client through `tower`'s `p2c` balancer.
 //!
 //! - [`BackendMetrics`]: one set of values, with grpc-go's merge (a call's
-//!   values win over the process's).
+//!   values win over the process's); [`ServerMetricsProvider`]: what gives
+//!   a process's current values.
+//! - [`ReportFormat`]: the header a server writes a report into;
+//!   [`load_report_from`]: a report read from a call's trailers, with
+//!   grpc-go's rules.
 
+mod header;
 mod metrics;
 
-pub use metrics::BackendMetrics;
+pub use header::{GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from};
+pub use metrics::{BackendMetrics, ServerMetricsProvider};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and
