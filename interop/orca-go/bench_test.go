@@ -15,7 +15,9 @@ package orcago
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -42,7 +44,10 @@ func (s *server) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testp
 	return &testpb.SimpleResponse{}, nil
 }
 
-func benchUnary(b *testing.B, withORCA, record bool) {
+// start serves the test service over bufconn (with the ORCA server option
+// when withORCA) and returns a client connected to it (one call made: the
+// connection is up) and what stops both.
+func start(b *testing.B, withORCA, record bool) (testgrpc.TestServiceClient, func()) {
 	lis := bufconn.Listen(1 << 20)
 	var opts []grpc.ServerOption
 	if withORCA {
@@ -51,7 +56,6 @@ func benchUnary(b *testing.B, withORCA, record bool) {
 	srv := grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(srv, &server{record: record})
 	go srv.Serve(lis)
-	defer srv.Stop()
 
 	cc, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -60,14 +64,21 @@ func benchUnary(b *testing.B, withORCA, record bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cc.Close()
 	client := testgrpc.NewTestServiceClient(cc)
-	ctx := context.Background()
-	req := &testpb.SimpleRequest{}
-	// One call before timing: the connection is up.
-	if _, err := client.UnaryCall(ctx, req); err != nil {
+	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 		b.Fatal(err)
 	}
+	return client, func() {
+		cc.Close()
+		srv.Stop()
+	}
+}
+
+func benchUnary(b *testing.B, withORCA, record bool) {
+	client, stop := start(b, withORCA, record)
+	defer stop()
+	ctx := context.Background()
+	req := &testpb.SimpleRequest{}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -89,4 +100,57 @@ func BenchmarkUnary(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) { benchUnary(b, c.withORCA, c.record) })
 	}
+}
+
+// BenchmarkInterleaved times a plain and an orca call alternately (the
+// order swapped every iteration), each server with the same handler, so
+// that a busy machine's drift falls on both alike; it reports the median
+// time of each and their difference (the ORCA cost per call). One op is
+// one pair of calls; its allocs/op are the pair's.
+func BenchmarkInterleaved(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		record bool
+	}{{"nothing", false}, {"record", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			plain, stopPlain := start(b, false, c.record)
+			defer stopPlain()
+			withORCA, stopORCA := start(b, true, c.record)
+			defer stopORCA()
+			ctx := context.Background()
+			req := &testpb.SimpleRequest{}
+			timed := func(client testgrpc.TestServiceClient) time.Duration {
+				started := time.Now()
+				if _, err := client.UnaryCall(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(started)
+			}
+			var plainTimes, orcaTimes []time.Duration
+			i := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if i%2 == 0 {
+					plainTimes = append(plainTimes, timed(plain))
+					orcaTimes = append(orcaTimes, timed(withORCA))
+				} else {
+					orcaTimes = append(orcaTimes, timed(withORCA))
+					plainTimes = append(plainTimes, timed(plain))
+				}
+				i++
+			}
+			b.StopTimer()
+			p, o := median(plainTimes), median(orcaTimes)
+			b.ReportMetric(float64(p.Nanoseconds()), "plain-median-ns")
+			b.ReportMetric(float64(o.Nanoseconds()), "orca-median-ns")
+			b.ReportMetric(float64((o - p).Nanoseconds()), "orca-cost-ns")
+		})
+	}
+}
+
+func median(times []time.Duration) time.Duration {
+	sorted := slices.Clone(times)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
 }

@@ -4,3 +4,7 @@
 
 #[path = "../orca_support/mod.rs"]
 mod orca_support;
+#[path = "../go_interop/mod.rs"]
+mod go_interop;
+
+mod interop_go;

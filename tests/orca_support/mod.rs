@@ -9,3 +9,5 @@
 pub mod grpc_testing {
     include!("generated/grpc.testing.rs");
 }
+
+pub mod test_service;
