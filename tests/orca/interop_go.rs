@@ -174,6 +174,7 @@ async fn wrr(binary: &PathBuf, addrs: &[SocketAddr], flags: &[&str]) -> Split {
     ];
     args.extend(flags.iter().map(|flag| (*flag).to_owned()));
     let output = run_to_success(binary, &args).await;
+    println!("wrr {flags:?}: {}", output.trim());
     let json: serde_json::Value = serde_json::from_str(output.trim())
         .unwrap_or_else(|error| panic!("the WRR driver's JSON ({error}): {output}"));
     let by_server = json["by_server"]
