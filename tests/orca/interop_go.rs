@@ -73,7 +73,12 @@ async fn run_to_success(binary: &PathBuf, args: &[String]) -> String {
         .output();
     let output = tokio::time::timeout(CHILD_DEADLINE, child)
         .await
-        .unwrap_or_else(|_| panic!("{} {args:?} still running after {CHILD_DEADLINE:?}", binary.display()))
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} {args:?} still running after {CHILD_DEADLINE:?}",
+                binary.display()
+            )
+        })
         .expect("run the Go program");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -218,8 +223,7 @@ async fn grpc_go_weighted_round_robin_follows_per_call_reports() {
 
 #[tokio::test]
 async fn grpc_go_weighted_round_robin_follows_oob_reports() {
-    let Some(driver) = wrr_driver("grpc-go's weighted_round_robin over out-of-band reports")
-    else {
+    let Some(driver) = wrr_driver("grpc-go's weighted_round_robin over out-of-band reports") else {
         return;
     };
     let addrs = weighted_servers().await;

@@ -2,9 +2,9 @@
 //! out-of-band service, the header forms, and the client side, against real
 //! tonic servers and clients on 127.0.0.1.
 
-#[path = "../orca_support/mod.rs"]
-mod orca_support;
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
+#[path = "../orca_support/mod.rs"]
+mod orca_support;
 
 mod interop_go;
