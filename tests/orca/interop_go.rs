@@ -5,7 +5,9 @@
 //!   server is: `CallMetricsLayer`, `OpenRcaService` at a 1 s minimum
 //!   interval), reading the reports through the
 //!   `test_backend_metrics_load_balancer` policy it registers, and
-//!   comparing them with `proto.Equal`: exit status 0 is a pass.
+//!   comparing them with `proto.Equal`: exit status 0 is a pass. Its
+//!   basic cases (`empty_unary`, `large_unary`, `ping_pong`, ...) check
+//!   that the service answers as grpc-go's does.
 //! - grpc-go's `weighted_round_robin` (`interop/orca-go/wrr`) over three
 //!   tonic servers reporting different CPU utilizations at equal QPS
 //!   splits its calls by the weights `qps / cpu` (per-call trailers, and
@@ -122,6 +124,26 @@ async fn grpc_go_interop_orca_oob() {
     };
     let (addr, _recorder) = serve("interop", Orca::Interop).await;
     interop_case(&client, addr, "orca_oob").await;
+}
+
+#[tokio::test]
+async fn grpc_go_interop_basic_cases_against_the_test_service() {
+    // The ORCA cases lean on the service answering as grpc-go's does: these
+    // check it on the cases it implements.
+    let Some(client) = interop_client("grpc-go's basic interop cases") else {
+        return;
+    };
+    let (addr, _recorder) = serve("interop", Orca::Interop).await;
+    for case in [
+        "empty_unary",
+        "large_unary",
+        "ping_pong",
+        "empty_stream",
+        "status_code_and_message",
+        "unimplemented_method",
+    ] {
+        interop_case(&client, addr, case).await;
+    }
 }
 
 /// What the WRR driver prints.
