@@ -18,4 +18,5 @@ mod support;
 
 mod alloc;
 
+mod rates;
 mod server;

@@ -8,7 +8,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio_stream::{Stream, StreamExt};
+use tonic::body::Body;
 use tonic::metadata::MetadataMap;
+use tonic::service::Routes;
 use tonic::transport::{Channel, Server};
 use tonic::{Request, Response, Status};
 use tonic_hotpath::orca::server::CallMetricsLayer;
@@ -16,6 +18,7 @@ use tonic_hotpath::orca::{
     BackendMetrics, CallMetricsRecorder, OrcaLoadReport, ServerMetricsProvider,
     ServerMetricsRecorder, load_report_from,
 };
+use tower::{BoxError, Layer, Service};
 
 use crate::orca_support::grpc_testing::test_service_client::TestServiceClient;
 use crate::orca_support::grpc_testing::test_service_server::{TestService, TestServiceServer};
@@ -145,6 +148,21 @@ impl TestService for Recording {
 
 /// A server on 127.0.0.1 with `layer`; a client to it.
 async fn serve(layer: CallMetricsLayer) -> TestServiceClient<Channel> {
+    serve_with(layer).await
+}
+
+/// A server on 127.0.0.1 with `layer` (any stack tonic takes); a client
+/// to it.
+pub(crate) async fn serve_with<L, ResBody>(layer: L) -> TestServiceClient<Channel>
+where
+    L: Layer<Routes> + Clone + Send + 'static,
+    L::Service:
+        Service<http::Request<Body>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    <L::Service as Service<http::Request<Body>>>::Future: Send,
+    <L::Service as Service<http::Request<Body>>>::Error: Into<BoxError> + Send,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(
@@ -162,7 +180,7 @@ async fn serve(layer: CallMetricsLayer) -> TestServiceClient<Channel> {
     TestServiceClient::new(channel)
 }
 
-fn request<T>(message: T, behaviour: &'static str) -> Request<T> {
+pub(crate) fn request<T>(message: T, behaviour: &'static str) -> Request<T> {
     let mut request = Request::new(message);
     request
         .metadata_mut()
@@ -176,7 +194,7 @@ fn report_in(metadata: &MetadataMap) -> Option<OrcaLoadReport> {
     load_report_from(&metadata.clone().into_headers()).expect("a well-formed report")
 }
 
-async fn unary(
+pub(crate) async fn unary(
     client: &mut TestServiceClient<Channel>,
     behaviour: &'static str,
 ) -> Option<OrcaLoadReport> {
