@@ -14,12 +14,18 @@
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
 //!   grpc-go's rules.
+//! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
+//!   `orca.Service`): a provider's metrics at once, then on every interval.
 
 mod header;
 mod metrics;
+mod service;
 
-pub use header::{GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from};
+pub use header::{
+    GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+};
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
+pub use service::{OpenRcaService, OpenRcaServiceBuilder, ReportStream};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and
