@@ -13,10 +13,12 @@
 //!   a process's current values.
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
-//!   grpc-go's rules.
+//!   grpc-go's rules; [`parse_endpoint_load_metrics`]: Envoy's
+//!   `endpoint-load-metrics` header (`BIN`, `TEXT`, `JSON`), with Envoy's.
 //! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
 //!   `orca.Service`): a provider's metrics at once, then on every interval.
 
+mod envoy;
 mod header;
 mod metrics;
 mod service;
