@@ -56,7 +56,7 @@ pub(crate) fn bin_value(report: &OrcaLoadReport) -> HeaderValue {
     }
     let mut out = BIN.to_vec();
     out.extend_from_slice(&crate::wire::base64::base64_encode_no_pad(&encoded));
-    while (out.len() - BIN.len()) % 4 != 0 {
+    while !(out.len() - BIN.len()).is_multiple_of(4) {
         out.push(b'=');
     }
     header_value(out)
@@ -211,7 +211,7 @@ pub(crate) fn parse(value: &[u8]) -> Result<OrcaLoadReport, Kind> {
 /// standard base64 (a length that is a multiple of 4, canonical last
 /// bits), and nothing decoded is an error.
 fn parse_bin(value: &[u8]) -> Result<OrcaLoadReport, Kind> {
-    if value.is_empty() || value.len() % 4 != 0 {
+    if value.is_empty() || !value.len().is_multiple_of(4) {
         return Err(Kind::Base64);
     }
     let bytes = base64_decode(value).ok_or(Kind::Base64)?;
@@ -370,7 +370,7 @@ pub(crate) fn simple_atod(s: &[u8]) -> Option<f64> {
 }
 
 /// The named maps of a report, by proto3 JSON field.
-fn map_mut<'a>(report: &'a mut OrcaLoadReport, field: u32) -> &'a mut BTreeMap<String, f64> {
+fn map_mut(report: &mut OrcaLoadReport, field: u32) -> &mut BTreeMap<String, f64> {
     match field {
         4 => &mut report.request_cost,
         5 => &mut report.utilization,

@@ -274,7 +274,7 @@ mod tests {
         let value = grpc_binary_value(&report);
         // Padded or not, as tonic reads `-bin` values.
         let mut padded = value.as_bytes().to_vec();
-        while padded.len() % 4 != 0 {
+        while !padded.len().is_multiple_of(4) {
             padded.push(b'=');
         }
         for form in [value.as_bytes(), padded.as_slice()] {

@@ -24,7 +24,8 @@ mod metrics;
 mod service;
 
 pub use header::{
-    GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+    ENVOY_HEADER, GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat,
+    load_report_from, parse_endpoint_load_metrics,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
 pub use service::{OpenRcaService, OpenRcaServiceBuilder, ReportStream};

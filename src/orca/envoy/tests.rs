@@ -27,7 +27,7 @@ fn parsed(value: &str) -> Result<OrcaLoadReport, Kind> {
 
 fn padded_base64(bytes: &[u8]) -> String {
     let mut out = String::from_utf8(crate::wire::base64::base64_encode_no_pad(bytes)).unwrap();
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push('=');
     }
     out
