@@ -20,20 +20,27 @@
 //!   trailers.
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
-//!   grpc-go's rules.
+//!   grpc-go's rules; [`parse_endpoint_load_metrics`]: Envoy's
+//!   `endpoint-load-metrics` header (`BIN`, `TEXT`, `JSON`), with Envoy's.
+//! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
+//!   `orca.Service`): a provider's metrics at once, then on every interval.
 
+mod envoy;
 mod header;
 pub(crate) mod metrics;
 mod rates;
 mod recorder;
 pub mod server;
+mod service;
 
 pub use header::{
-    GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+    ENVOY_HEADER, GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat,
+    load_report_from, parse_endpoint_load_metrics,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
 pub use rates::CallRates;
 pub use recorder::{CallMetricsRecorder, ServerMetricsRecorder};
+pub use service::{OpenRcaService, OpenRcaServiceBuilder, ReportStream};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and

@@ -20,3 +20,4 @@ mod alloc;
 
 mod rates;
 mod server;
+mod service;
