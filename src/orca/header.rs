@@ -76,9 +76,7 @@ impl std::fmt::Display for LoadReportError {
                 f,
                 "{count} values of endpoint-load-metrics-bin: multiple orca load reports"
             ),
-            LoadReportErrorKind::Base64 => {
-                f.write_str("endpoint-load-metrics-bin is not base64")
-            }
+            LoadReportErrorKind::Base64 => f.write_str("endpoint-load-metrics-bin is not base64"),
             LoadReportErrorKind::Decode => {
                 f.write_str("endpoint-load-metrics-bin is not an OrcaLoadReport")
             }
@@ -153,7 +151,10 @@ mod tests {
             padded.push(b'=');
         }
         for form in [value.as_bytes(), padded.as_slice()] {
-            assert_eq!(load_report_from(&trailers(&[form])).unwrap(), Some(report.clone()));
+            assert_eq!(
+                load_report_from(&trailers(&[form])).unwrap(),
+                Some(report.clone())
+            );
         }
         let both = load_report_from(&trailers(&[value.as_bytes(), value.as_bytes()]));
         assert_eq!(both.unwrap_err().kind(), &LoadReportErrorKind::Several(2));

@@ -71,7 +71,10 @@ impl BackendMetrics {
         for (mine, theirs) in [
             (&mut self.cpu_utilization, over.cpu_utilization),
             (&mut self.mem_utilization, over.mem_utilization),
-            (&mut self.application_utilization, over.application_utilization),
+            (
+                &mut self.application_utilization,
+                over.application_utilization,
+            ),
             (&mut self.qps, over.qps),
             (&mut self.eps, over.eps),
         ] {

@@ -14,11 +14,17 @@
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
 //!   grpc-go's rules.
+//! - [`client`]: gRFC A58's endpoint weights from the reports (per-call
+//!   trailers through a stats handler, or the out-of-band stream), as a
+//!   `tower::load::Load` for `tower`'s `p2c` balancer.
 
+pub mod client;
 mod header;
 mod metrics;
 
-pub use header::{GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from};
+pub use header::{
+    GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+};
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
