@@ -11,6 +11,11 @@
 //! - [`BackendMetrics`]: one set of values, with grpc-go's merge (a call's
 //!   values win over the process's); [`ServerMetricsProvider`]: what gives
 //!   a process's current values.
+//! - [`ServerMetricsRecorder`]: the process's values, set from anywhere,
+//!   read lock-free; [`CallMetricsRecorder`]: one call's, taken by its
+//!   handler with [`CallMetricsRecorder::current`].
+//! - [`server::CallMetricsLayer`]: writes each call's report into its
+//!   trailers.
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
 //!   grpc-go's rules.
@@ -20,12 +25,15 @@
 
 pub mod client;
 mod header;
-mod metrics;
+pub(crate) mod metrics;
+mod recorder;
+pub mod server;
 
 pub use header::{
     GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
+pub use recorder::{CallMetricsRecorder, ServerMetricsRecorder};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and
