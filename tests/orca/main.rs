@@ -4,3 +4,5 @@
 
 #[path = "../orca_support/mod.rs"]
 mod orca_support;
+
+mod client;
