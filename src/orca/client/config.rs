@@ -66,8 +66,10 @@ impl WeightConfig {
     }
 
     /// How often the group's mean weight (the weight of endpoints without
-    /// a usable one of their own) is recomputed; zero recomputes it on
-    /// every pick. An endpoint's own weight is always read as it is now.
+    /// a usable one of their own) is recomputed, as grpc-go recomputes its
+    /// weights; zero recomputes it on every pick. With no blackout period,
+    /// an endpoint's first report also recomputes it. An endpoint's own
+    /// weight is always read as it is now.
     pub fn weight_update_period(&self) -> Duration {
         self.weight_update_period
     }

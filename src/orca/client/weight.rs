@@ -257,18 +257,21 @@ impl State {
 
     /// grpc-go's `endpointWeight.OnLoadReport`, with the expiry's reset of
     /// the blackout period done here (grpc-go does it in `weight`, which
-    /// its balancer calls every second).
-    fn report(&self, config: &WeightConfig, report: &OrcaLoadReport, now: u64) {
+    /// its balancer calls every second). Whether the blackout period
+    /// started (the first report, or the first after an expiry).
+    fn report(&self, config: &WeightConfig, report: &OrcaLoadReport, now: u64) -> bool {
         self.reports.fetch_add(1, Ordering::Relaxed);
         let Some(weight) = report_weight(report, config.error_utilization_penalty()) else {
-            return;
+            return false;
         };
         self.weight.store(weight.to_bits(), Ordering::Release);
         let previous = self.last_updated.fetch_max(now, Ordering::AcqRel);
         if previous == 0 || now.saturating_sub(previous) >= nanos(config.weight_expiration_period())
         {
             self.non_empty_since.store(now, Ordering::Release);
+            return true;
         }
+        false
     }
 }
 
@@ -349,9 +352,15 @@ impl EndpointWeight {
     /// Feeds a report received at `now`.
     pub fn on_load_report_at(&self, report: &OrcaLoadReport, now: Instant) {
         let group = &self.member.group;
-        self.member
+        let started = self
+            .member
             .state
             .report(&group.config, report, group.stamp(now));
+        if started && group.config.blackout_period().is_zero() {
+            // Usable at once: the group's mean need not wait for its next
+            // update.
+            group.next_mean.store(0, Ordering::Release);
+        }
     }
 
     /// The weight usable now, if any.
@@ -501,14 +510,18 @@ mod tests {
         a.on_load_report_at(&report(0.0, 0.5, 10.0, 0.0), t0);
         b.on_load_report_at(&report(0.0, 0.25, 10.0, 0.0), t0);
         assert_eq!(group.mean_weight_at(t0), Some(30.0));
-        // The cached mean waits for the update period.
-        assert_eq!(group.group.mean(stamp), None);
+        // A weight usable at once (no blackout) refreshes the cached mean.
+        assert_eq!(group.group.mean(stamp), Some(30.0));
+        // A new weight waits for the update period.
+        let half = t0 + Duration::from_millis(500);
+        a.on_load_report_at(&report(0.0, 0.25, 10.0, 0.0), half);
+        assert_eq!(group.group.mean(a.stamp(half)), Some(30.0));
         let later = a.stamp(t0 + Duration::from_secs(1));
-        assert_eq!(group.group.mean(later), Some(30.0));
+        assert_eq!(group.group.mean(later), Some(40.0));
         assert_eq!(group.len(), 3);
         drop(b);
         assert_eq!(group.len(), 2);
-        assert_eq!(group.mean_weight_at(t0), Some(20.0));
+        assert_eq!(group.mean_weight_at(half), Some(40.0));
         let c2 = c.clone();
         drop(c);
         assert_eq!(group.len(), 2);
