@@ -22,6 +22,7 @@
 //! use tonic_hotpath::stats::CombinedLayer;
 //! use tower::ServiceBuilder;
 //! use tower::balance::p2c::Balance;
+//! use tower::buffer::Buffer;
 //! use tower::discover::ServiceList;
 //!
 //! let group = EndpointWeights::new(WeightConfig::default());
@@ -34,10 +35,11 @@
 //!         .service(channel);
 //!     replicas.push(endpoint.load(channel));
 //! }
-//! let balanced = Balance::new(ServiceList::new(replicas));
-//! // tower::buffer::Buffer::new(balanced, 1024) makes it a cloneable
-//! // service for a generated client.
-//! # let _ = balanced;
+//! type GrpcRequest = http::Request<tonic::body::Body>;
+//! let balanced = Balance::new(ServiceList::new::<GrpcRequest>(replicas));
+//! // A cloneable service for a generated client (`HealthClient::new(..)`).
+//! let client: Buffer<GrpcRequest, _> = Buffer::new(balanced, 1024);
+//! # let _ = client;
 //! # Ok(())
 //! # }
 //! ```
