@@ -14,6 +14,8 @@
 //! - [`ServerMetricsRecorder`]: the process's values, set from anywhere,
 //!   read lock-free; [`CallMetricsRecorder`]: one call's, taken by its
 //!   handler with [`CallMetricsRecorder::current`].
+//! - [`CallRates`]: queries and errors per second from the stats layer's
+//!   own counts, published into a [`ServerMetricsRecorder`].
 //! - [`server::CallMetricsLayer`]: writes each call's report into its
 //!   trailers.
 //! - [`ReportFormat`]: the header a server writes a report into;
@@ -26,6 +28,7 @@
 pub mod client;
 mod header;
 pub(crate) mod metrics;
+mod rates;
 mod recorder;
 pub mod server;
 
@@ -33,6 +36,7 @@ pub use header::{
     GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
+pub use rates::CallRates;
 pub use recorder::{CallMetricsRecorder, ServerMetricsRecorder};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
