@@ -24,7 +24,11 @@
 //!   `endpoint-load-metrics` header (`BIN`, `TEXT`, `JSON`), with Envoy's.
 //! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
 //!   `orca.Service`): a provider's metrics at once, then on every interval.
+//! - [`client`]: gRFC A58's endpoint weights from the reports (per-call
+//!   trailers through a stats handler, or the out-of-band stream), as a
+//!   `tower::load::Load` for `tower`'s `p2c` balancer.
 
+pub mod client;
 mod envoy;
 mod header;
 pub(crate) mod metrics;

@@ -9,6 +9,7 @@ static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocato
 
 #[path = "../orca_support/mod.rs"]
 mod orca_support;
+
 // The echo routes driven in process (`alloc`), and the counting allocator.
 #[path = "../stats_harness/mod.rs"]
 mod stats_harness;
@@ -18,6 +19,7 @@ mod support;
 
 mod alloc;
 
+mod client;
 mod rates;
 mod server;
 mod service;
