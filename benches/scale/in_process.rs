@@ -227,7 +227,73 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
     ];
     #[cfg(feature = "binlog")]
     modes.extend(binlog::modes(providers));
+    #[cfg(feature = "orca")]
+    modes.extend(orca::modes());
     modes
+}
+
+/// The per-call load reports' modes (feature `orca`): `CallMetricsLayer`
+/// over a handler that never takes its recorder, and over one that
+/// records a request cost and two named metrics on every call, over
+/// process-wide values (a `ServerMetricsRecorder` every call reads).
+#[cfg(feature = "orca")]
+mod orca {
+    use std::task::{Context, Poll};
+
+    use tonic_hotpath::orca::server::CallMetricsLayer;
+    use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
+    use tower::ServiceBuilder;
+
+    use super::{Mode, server};
+
+    /// Below `CallMetricsLayer`: records what a handler would, then calls
+    /// the routes.
+    #[derive(Clone)]
+    struct Records<S>(S);
+
+    impl<S: tower::Service<R>, R> tower::Service<R> for Records<S> {
+        type Response = S::Response;
+        type Error = S::Error;
+        type Future = S::Future;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.0.poll_ready(cx)
+        }
+
+        fn call(&mut self, request: R) -> S::Future {
+            let recorder = CallMetricsRecorder::current().expect("below the layer");
+            recorder.set_request_cost("cost", 3456.32);
+            recorder.set_named_metric("queue_depth", 3.0);
+            recorder.set_named_metric("cache_hit", 1.0);
+            self.0.call(request)
+        }
+    }
+
+    pub fn modes() -> Vec<Mode> {
+        let process = ServerMetricsRecorder::new();
+        process.set_cpu_utilization(0.42);
+        process.set_qps(950.0);
+        vec![
+            server(
+                (
+                    "orca-untouched",
+                    "ORCA untouched",
+                    "CallMetricsLayer over a handler that never takes its recorder (no trailer)",
+                ),
+                CallMetricsLayer::new(),
+            ),
+            server(
+                (
+                    "orca-records",
+                    "ORCA records",
+                    "CallMetricsLayer over process-wide values (CPU, QPS), the handler recording a request cost and two named metrics per call",
+                ),
+                ServiceBuilder::new()
+                    .layer(CallMetricsLayer::builder().server_metrics(process).build())
+                    .layer(tower::layer::layer_fn(Records)),
+            ),
+        ]
+    }
 }
 
 /// The binary log's modes (feature `binlog`): `BinaryLog` with the health

@@ -1,10 +1,12 @@
 //! Where a report rides in a response: the forms a server writes
 //! ([`ReportFormat`]) and the reading of a call's trailers
-//! ([`load_report_from`], grpc-go's `ToLoadReport`).
+//! ([`load_report_from`], grpc-go's `ToLoadReport`), and Envoy's
+//! `endpoint-load-metrics` ([`parse_endpoint_load_metrics`]).
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use prost::Message;
 
+use super::envoy;
 use super::proto::xds::data::orca::v3::OrcaLoadReport;
 use crate::wire::base64::{base64_decode, base64_encode_no_pad};
 use crate::wire::headers::{NotOne, single_value};
@@ -13,6 +15,10 @@ use crate::wire::headers::{NotOne, single_value};
 /// `internal.TrailerMetadataKey`): the binary `OrcaLoadReport`, base64 on
 /// the wire as every `-bin` value.
 pub const GRPC_TRAILER: HeaderName = HeaderName::from_static("endpoint-load-metrics-bin");
+
+/// Envoy's header for a report (`endpoint-load-metrics`), its value
+/// prefixed by its form: `BIN `, `TEXT ` or `JSON `.
+pub const ENVOY_HEADER: HeaderName = HeaderName::from_static("endpoint-load-metrics");
 
 /// How a server writes a call's report (the `orca` server layer's
 /// `format`).
@@ -25,6 +31,29 @@ pub enum ReportFormat {
     /// crate's client side.
     #[default]
     GrpcBinary,
+    /// Envoy's binary form: `endpoint-load-metrics: BIN <base64>`, the
+    /// encoded report in padded standard base64, as Envoy's
+    /// `Base64::decode` wants it. An empty report (which encodes to no
+    /// bytes, and which Envoy refuses) is written as an explicit zero
+    /// `cpu_utilization`: the same report.
+    EnvoyBinary,
+    /// Envoy's native HTTP form: `endpoint-load-metrics: TEXT
+    /// cpu_utilization:0.5,eps:2.0,named_metrics.hits:3.0`. It carries
+    /// `cpu_utilization`, `mem_utilization`, `application_utilization`,
+    /// `rps_fractional` and `eps` (those set: not zero), and the named
+    /// metrics; Envoy has no `TEXT` key for the named utilizations, the
+    /// request costs or the deprecated `rps`, which are left out. Left out
+    /// too, as Envoy would refuse the whole header for them: a
+    /// non-finite value, and a named metric whose name is empty or not
+    /// printable ASCII without spaces, `,` and `:`. A report with nothing
+    /// to write is written as `TEXT cpu_utilization:0`.
+    EnvoyText,
+    /// Envoy's JSON form: `endpoint-load-metrics: JSON {...}`, the
+    /// report's proto3 JSON with the proto field names
+    /// (`{"cpu_utilization":0.5,"named_metrics":{"hits":3.0}}`): every
+    /// field, names escaped to ASCII, and NaN and infinities as proto3
+    /// JSON's strings (which Envoy's protobuf parser reads).
+    EnvoyJson,
 }
 
 impl ReportFormat {
@@ -32,6 +61,9 @@ impl ReportFormat {
     pub fn header(self, report: &OrcaLoadReport) -> (HeaderName, HeaderValue) {
         match self {
             ReportFormat::GrpcBinary => (GRPC_TRAILER, grpc_binary_value(report)),
+            ReportFormat::EnvoyBinary => (ENVOY_HEADER, envoy::bin_value(report)),
+            ReportFormat::EnvoyText => (ENVOY_HEADER, envoy::text_value(report)),
+            ReportFormat::EnvoyJson => (ENVOY_HEADER, envoy::json_value(report)),
         }
     }
 }
@@ -43,14 +75,17 @@ pub(crate) fn grpc_binary_value(report: &OrcaLoadReport) -> HeaderValue {
         .expect("base64 is a valid header value")
 }
 
-/// Why a call's trailers hold no usable report ([`load_report_from`]).
+/// Why a call's trailers hold no usable report ([`load_report_from`]), or
+/// an `endpoint-load-metrics` value no report
+/// ([`parse_endpoint_load_metrics`]).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct LoadReportError {
     kind: LoadReportErrorKind,
 }
 
-/// What was wrong with `endpoint-load-metrics-bin`.
+/// What was wrong with `endpoint-load-metrics-bin`, or with an
+/// `endpoint-load-metrics` value (as Envoy's `orca_parser.cc` refuses it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LoadReportErrorKind {
@@ -60,6 +95,26 @@ pub enum LoadReportErrorKind {
     Base64,
     /// The bytes are not an `OrcaLoadReport`.
     Decode,
+    /// An `endpoint-load-metrics` value starting with none of `BIN `,
+    /// `TEXT `, `JSON ` ("unsupported ORCA header format").
+    UnsupportedFormat,
+    /// A `TEXT` metric with no name, or `named_metrics.` with nothing after
+    /// it.
+    EmptyMetricName,
+    /// A `TEXT` metric (named) with no value.
+    EmptyMetricValue(String),
+    /// A `TEXT` metric (named) whose value is not a number.
+    BadNumber(String),
+    /// A `TEXT` metric (named) whose value is NaN or infinite.
+    NonFinite(String),
+    /// A `TEXT` metric name Envoy does not know (named).
+    UnknownMetric(String),
+    /// A `TEXT` metric named twice (named).
+    DuplicateMetric(String),
+    /// A `TEXT` named metric whose name is not UTF-8.
+    NotUtf8,
+    /// A `JSON` value protobuf's JSON parser refuses (why).
+    Json(&'static str),
 }
 
 impl LoadReportError {
@@ -71,7 +126,7 @@ impl LoadReportError {
 
 impl std::fmt::Display for LoadReportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.kind {
+        match &self.kind {
             LoadReportErrorKind::Several(count) => write!(
                 f,
                 "{count} values of endpoint-load-metrics-bin: multiple orca load reports"
@@ -79,6 +134,37 @@ impl std::fmt::Display for LoadReportError {
             LoadReportErrorKind::Base64 => f.write_str("endpoint-load-metrics-bin is not base64"),
             LoadReportErrorKind::Decode => {
                 f.write_str("endpoint-load-metrics-bin is not an OrcaLoadReport")
+            }
+            LoadReportErrorKind::UnsupportedFormat => f.write_str("unsupported ORCA header format"),
+            LoadReportErrorKind::EmptyMetricName => {
+                f.write_str("endpoint-load-metrics: empty metric name")
+            }
+            LoadReportErrorKind::EmptyMetricValue(name) => {
+                write!(f, "endpoint-load-metrics: metric {name:?} has no value")
+            }
+            LoadReportErrorKind::BadNumber(name) => {
+                write!(f, "endpoint-load-metrics: metric {name:?} is not a number")
+            }
+            LoadReportErrorKind::NonFinite(name) => {
+                write!(
+                    f,
+                    "endpoint-load-metrics: metric {name:?} is NaN or infinite"
+                )
+            }
+            LoadReportErrorKind::UnknownMetric(name) => {
+                write!(f, "endpoint-load-metrics: unsupported metric name {name:?}")
+            }
+            LoadReportErrorKind::DuplicateMetric(name) => {
+                write!(
+                    f,
+                    "endpoint-load-metrics contains duplicate metric {name:?}"
+                )
+            }
+            LoadReportErrorKind::NotUtf8 => {
+                f.write_str("endpoint-load-metrics: a named metric's name is not UTF-8")
+            }
+            LoadReportErrorKind::Json(why) => {
+                write!(f, "endpoint-load-metrics: invalid JSON: {why}")
             }
         }
     }
@@ -124,6 +210,47 @@ pub fn load_report_from(headers: &HeaderMap) -> Result<Option<OrcaLoadReport>, L
         })
 }
 
+/// A report from an `endpoint-load-metrics` value, with the rules of
+/// Envoy's `parseOrcaLoadReportHeaders` (`source/common/orca/orca_parser.cc`):
+///
+/// - `BIN <base64>`: padded standard base64 (Envoy's `Base64::decode`) of
+///   a non-empty encoded report;
+/// - `TEXT name:value,...`: comma-separated, each token trimmed and empty
+///   ones skipped, split at its first `:`; the names
+///   `cpu_utilization`, `mem_utilization`, `application_utilization`,
+///   `rps_fractional`, `eps` and `named_metrics.<name>`; a value is what
+///   absl's `SimpleAtod` reads (surrounding spaces, a leading `+`,
+///   exponents), finite, of any sign; an unknown name, a name twice, an
+///   empty name or value is an error;
+/// - `JSON {...}`: proto3 JSON of the report as protobuf's parser reads it
+///   (either field name, numbers or numeric strings, `null` for unset; an
+///   unknown field, a field or map key twice, or anything after the object
+///   is an error);
+/// - anything else is [`LoadReportErrorKind::UnsupportedFormat`].
+///
+/// It reads the value as given: an HTTP stack strips a value's
+/// surrounding whitespace, which is why the encoders never end one with a
+/// space. Never panics, whatever the bytes.
+///
+/// ```
+/// use tonic_hotpath::orca::{parse_endpoint_load_metrics, OrcaLoadReport, ReportFormat};
+/// use http::HeaderValue;
+///
+/// let value = HeaderValue::from_static("TEXT cpu_utilization:0.7, named_metrics.foo:123");
+/// let report = parse_endpoint_load_metrics(&value).unwrap();
+/// assert_eq!(report.cpu_utilization, 0.7);
+/// assert_eq!(report.named_metrics["foo"], 123.0);
+///
+/// let (name, value) = ReportFormat::EnvoyJson.header(&report);
+/// assert_eq!(name, "endpoint-load-metrics");
+/// assert_eq!(parse_endpoint_load_metrics(&value).unwrap(), report);
+///
+/// assert!(parse_endpoint_load_metrics(&HeaderValue::from_static("TEXT cpu:1")).is_err());
+/// ```
+pub fn parse_endpoint_load_metrics(value: &HeaderValue) -> Result<OrcaLoadReport, LoadReportError> {
+    envoy::parse(value.as_bytes()).map_err(|kind| LoadReportError { kind })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,7 +274,7 @@ mod tests {
         let value = grpc_binary_value(&report);
         // Padded or not, as tonic reads `-bin` values.
         let mut padded = value.as_bytes().to_vec();
-        while padded.len() % 4 != 0 {
+        while !padded.len().is_multiple_of(4) {
             padded.push(b'=');
         }
         for form in [value.as_bytes(), padded.as_slice()] {

@@ -14,22 +14,37 @@
 //! - [`ServerMetricsRecorder`]: the process's values, set from anywhere,
 //!   read lock-free; [`CallMetricsRecorder`]: one call's, taken by its
 //!   handler with [`CallMetricsRecorder::current`].
+//! - [`CallRates`]: queries and errors per second from the stats layer's
+//!   own counts, published into a [`ServerMetricsRecorder`].
 //! - [`server::CallMetricsLayer`]: writes each call's report into its
 //!   trailers.
 //! - [`ReportFormat`]: the header a server writes a report into;
 //!   [`load_report_from`]: a report read from a call's trailers, with
-//!   grpc-go's rules.
+//!   grpc-go's rules; [`parse_endpoint_load_metrics`]: Envoy's
+//!   `endpoint-load-metrics` header (`BIN`, `TEXT`, `JSON`), with Envoy's.
+//! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
+//!   `orca.Service`): a provider's metrics at once, then on every interval.
+//! - [`client`]: gRFC A58's endpoint weights from the reports (per-call
+//!   trailers through a stats handler, or the out-of-band stream), as a
+//!   `tower::load::Load` for `tower`'s `p2c` balancer.
 
+pub mod client;
+mod envoy;
 mod header;
 pub(crate) mod metrics;
+mod rates;
 mod recorder;
 pub mod server;
+mod service;
 
 pub use header::{
-    GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+    ENVOY_HEADER, GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat,
+    load_report_from, parse_endpoint_load_metrics,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
+pub use rates::CallRates;
 pub use recorder::{CallMetricsRecorder, ServerMetricsRecorder};
+pub use service::{OpenRcaService, OpenRcaServiceBuilder, ReportStream};
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and

@@ -24,9 +24,7 @@ use http::HeaderMap;
 use super::recorder::ServerMetricsRecorder;
 use super::{BackendMetrics, ReportFormat, ServerMetricsProvider};
 
-/// What a layer's calls share: the process's values and the report's form
-/// (one copy per connection's service, so that no counter is shared by
-/// every call of the process).
+/// What a layer's calls share: the process's values and the report's form.
 #[derive(Clone)]
 pub(crate) struct ReportConfig {
     pub(crate) server_metrics: Option<ServerMetrics>,

@@ -1,0 +1,144 @@
+//! `orca` bench: what per-call load reports (`CallMetricsLayer`, gRFC A51)
+//! cost per RPC on the server stack in process (single thread, unary echo
+//! with a small message, `Routes` + layer, body driven to its trailers),
+//! beside no layer:
+//!
+//! - `no_layer`: the echo routes alone (the baseline of every ratio);
+//! - `untouched`: `CallMetricsLayer::new()` over a handler that never takes
+//!   its recorder (no trailer; 0 allocations more, as `tests/orca/alloc.rs`
+//!   asserts);
+//! - `cost_and_two_named`: the handler takes its recorder and records a
+//!   request cost and two named metrics (grpc-go's interop test's shape;
+//!   `interop/orca-go/bench_test.go` measures grpc-go doing the same);
+//! - `cost_and_two_named_over_process`: the same with process-wide values
+//!   (CPU utilization and QPS in a `ServerMetricsRecorder`) merged under
+//!   the call's.
+//!
+//! First interleaved (rounds of 1 000 calls per variant in turn, each
+//! variant's fastest round and its cost over `no_layer` in the same run),
+//! then criterion rows of one group, `orca/unary_in_process`, each after
+//! its allocations per RPC.
+//!
+//! `cargo bench --features orca --bench orca -- --warm-up-time 1 --measurement-time 3`
+
+#[path = "in_process/mod.rs"]
+mod in_process;
+#[path = "interleaved/mod.rs"]
+mod interleaved;
+#[path = "../tests/stats_harness/mod.rs"]
+mod stats_harness;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::task::{Context, Poll};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use in_process::{CALLS_PER_ROUND, service_in_process, service_round};
+use interleaved::{Round, print_overhead};
+use stats_harness::{CountingAllocator, current_thread_runtime, unary_request};
+use tonic::service::Routes;
+use tonic_hotpath::orca::server::CallMetricsLayer;
+use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
+use tower::ServiceBuilder;
+use tower::layer::util::Identity;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Interleaved rounds per variant.
+const ROUNDS: usize = 100;
+
+/// Below `CallMetricsLayer`: takes the call's recorder and records what a
+/// handler would (a cost and two named metrics), then calls the routes.
+#[derive(Clone)]
+struct Records<S>(S);
+
+impl<S: tower::Service<R>, R> tower::Service<R> for Records<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        let recorder = CallMetricsRecorder::current().expect("below the layer");
+        recorder.set_request_cost("cost", 3456.32);
+        recorder.set_named_metric("queue_depth", 3.0);
+        recorder.set_named_metric("cache_hit", 1.0);
+        self.0.call(request)
+    }
+}
+
+fn routes() -> Routes {
+    Routes::new(support::EchoServer::new(support::EchoService))
+}
+
+fn process() -> ServerMetricsRecorder {
+    let process = ServerMetricsRecorder::new();
+    process.set_cpu_utilization(0.42);
+    process.set_qps(950.0);
+    process
+}
+
+macro_rules! stacks {
+    ($each:ident) => {{
+        $each!(
+            "no_layer",
+            ServiceBuilder::new()
+                .layer(Identity::new())
+                .service(routes())
+        );
+        $each!(
+            "untouched",
+            ServiceBuilder::new()
+                .layer(CallMetricsLayer::new())
+                .service(routes())
+        );
+        $each!(
+            "cost_and_two_named",
+            ServiceBuilder::new()
+                .layer(CallMetricsLayer::new())
+                .layer(tower::layer::layer_fn(Records))
+                .service(routes())
+        );
+        $each!(
+            "cost_and_two_named_over_process",
+            ServiceBuilder::new()
+                .layer(
+                    CallMetricsLayer::builder()
+                        .server_metrics(process())
+                        .build()
+                )
+                .layer(tower::layer::layer_fn(Records))
+                .service(routes())
+        );
+    }};
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = current_thread_runtime();
+
+    let mut variants: Vec<(&str, Round<'_>)> = Vec::new();
+    macro_rules! interleave {
+        ($name:expr, $service:expr) => {
+            variants.push(($name, service_round(&rt, $service)));
+        };
+    }
+    stacks!(interleave);
+    print_overhead("orca", &mut variants, ROUNDS, CALLS_PER_ROUND);
+    drop(variants);
+
+    let mut group = c.benchmark_group("orca/unary_in_process");
+    macro_rules! row {
+        ($name:expr, $service:expr) => {
+            service_in_process(&mut group, &rt, $name, $service, unary_request);
+        };
+    }
+    stacks!(row);
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
