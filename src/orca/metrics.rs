@@ -134,6 +134,13 @@ pub trait ServerMetricsProvider: Send + Sync + 'static {
     fn server_metrics(&self) -> BackendMetrics;
 }
 
+/// A shared provider provides.
+impl<P: ServerMetricsProvider + ?Sized> ServerMetricsProvider for std::sync::Arc<P> {
+    fn server_metrics(&self) -> BackendMetrics {
+        P::server_metrics(self)
+    }
+}
+
 /// Which range a metric's setter accepts (grpc-go's setters): a value
 /// outside it, or NaN, is ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

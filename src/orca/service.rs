@@ -52,7 +52,6 @@ const CEILING: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// here a service cannot be built without one.
 ///
 /// ```no_run
-/// use std::sync::Arc;
 /// use std::time::Duration;
 /// use tonic_hotpath::orca::{BackendMetrics, OpenRcaService, ServerMetricsProvider};
 ///
@@ -67,7 +66,7 @@ const CEILING: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// }
 ///
 /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
-/// let orca = OpenRcaService::builder(Arc::new(Fixed))
+/// let orca = OpenRcaService::builder(Fixed)
 ///     .min_reporting_interval(Duration::from_secs(1))
 ///     .build();
 /// tonic::transport::Server::builder()
@@ -128,15 +127,15 @@ impl OpenRcaService {
 
     /// A service reporting `provider`'s metrics, with the default minimum
     /// interval (30 s).
-    pub fn new(provider: Arc<dyn ServerMetricsProvider>) -> Self {
+    pub fn new(provider: impl ServerMetricsProvider) -> Self {
         Self::builder(provider).build()
     }
 
     /// A builder for a service reporting `provider`'s metrics.
-    pub fn builder(provider: Arc<dyn ServerMetricsProvider>) -> OpenRcaServiceBuilder {
+    pub fn builder(provider: impl ServerMetricsProvider) -> OpenRcaServiceBuilder {
         OpenRcaServiceBuilder {
             service: OpenRcaService {
-                provider,
+                provider: Arc::new(provider),
                 min_interval: Self::DEFAULT_MIN_REPORTING_INTERVAL,
             },
         }
@@ -165,7 +164,7 @@ impl OpenRcaService {
     ///     }
     /// }
     ///
-    /// let service = OpenRcaService::builder(Arc::new(Idle))
+    /// let service = OpenRcaService::builder(Idle)
     ///     .min_reporting_interval(Duration::from_secs(1))
     ///     .build();
     /// let ask = |seconds| OrcaLoadReportRequest {

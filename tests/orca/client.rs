@@ -449,10 +449,12 @@ async fn p2c_prefers_the_least_loaded_by_out_of_band_reports() {
         tokio::spawn(
             Server::builder()
                 .add_service(HealthServer::new(health))
-                .add_service(OpenRcaServiceServer::new(FixedOob::new(report(
-                    utilization,
-                    100.0,
-                ))))
+                .add_service(
+                    tonic_hotpath::orca::OpenRcaService::builder(process_metrics(utilization))
+                        .min_reporting_interval(Duration::from_millis(20))
+                        .build()
+                        .into_server(),
+                )
                 .serve_with_incoming(incoming),
         );
         let endpoint = group.endpoint();
@@ -479,6 +481,15 @@ async fn p2c_prefers_the_least_loaded_by_out_of_band_reports() {
     assert_eq!(counts.iter().sum::<u64>(), 600);
     assert_split(&counts);
     drop(watchers);
+}
+
+/// The crate's own process recorder, at `utilization` (CPU) and 100 QPS,
+/// as the out-of-band service's provider.
+fn process_metrics(utilization: f64) -> tonic_hotpath::orca::ServerMetricsRecorder {
+    let recorder = tonic_hotpath::orca::ServerMetricsRecorder::new();
+    recorder.set_cpu_utilization(utilization);
+    recorder.set_qps(100.0);
+    recorder
 }
 
 fn counters_of(counters: &[Arc<AtomicU64>]) -> [u64; 3] {
