@@ -260,7 +260,7 @@ pub async fn serve(server_id: &str, orca: Orca) -> (SocketAddr, ServerMetricsRec
         (orca != Orca::Off).then(|| recorder.clone()),
     ));
     let oob = || {
-        OpenRcaService::builder(Arc::new(recorder.clone()))
+        OpenRcaService::builder(recorder.clone())
             .min_reporting_interval(Duration::from_secs(1))
             .build()
             .into_server()
