@@ -19,6 +19,14 @@
 //! then criterion rows of one group, `orca/unary_in_process`, each after
 //! its allocations per RPC.
 //!
+//! Then the same variants over loopback (`orca/loopback_unary`): a tonic
+//! client and server on one current-thread runtime over TCP on 127.0.0.1,
+//! one call at a time, the client reading the trailer as any tonic client
+//! does: the whole call's cost, as grpc-go's own bench
+//! (`interop/orca-go/bench_test.go`, over `bufconn`) measures it.
+//! Interleaved rounds of 200 calls, then criterion rows, each after its
+//! allocations per call (client and server).
+//!
 //! `cargo bench --features orca --bench orca -- --warm-up-time 1 --measurement-time 3`
 
 #[path = "in_process/mod.rs"]
@@ -33,9 +41,12 @@ mod support;
 use std::task::{Context, Poll};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use in_process::{CALLS_PER_ROUND, service_in_process, service_round};
+use in_process::{ALLOCATION_CALLS, CALLS_PER_ROUND, service_in_process, service_round};
 use interleaved::{Round, print_overhead};
-use stats_harness::{CountingAllocator, current_thread_runtime, unary_request};
+use stats_harness::{
+    CountingAllocator, allocations_per_call, current_thread_runtime, loopback_client, one_rpc,
+    unary_request,
+};
 use tonic::service::Routes;
 use tonic_hotpath::orca::server::CallMetricsLayer;
 use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
@@ -140,5 +151,70 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// Loopback calls per interleaved round.
+const LOOPBACK_CALLS_PER_ROUND: u32 = 200;
+
+/// The server layers of the loopback rows (over the echo service).
+macro_rules! loopback_stacks {
+    ($each:ident) => {{
+        $each!("no_layer", Identity::new());
+        $each!("untouched", CallMetricsLayer::new());
+        $each!(
+            "cost_and_two_named",
+            ServiceBuilder::new()
+                .layer(CallMetricsLayer::new())
+                .layer(tower::layer::layer_fn(Records))
+                .into_inner()
+        );
+    }};
+}
+
+fn loopback(c: &mut Criterion) {
+    let rt = current_thread_runtime();
+    let mut variants: Vec<(&str, Round<'_>)> = Vec::new();
+    macro_rules! interleave {
+        ($name:expr, $layer:expr) => {{
+            let client = rt.block_on(loopback_client!($layer, Identity::new()));
+            let rt = &rt;
+            variants.push((
+                $name,
+                Box::new(move || {
+                    rt.block_on(async {
+                        let started = std::time::Instant::now();
+                        for _ in 0..LOOPBACK_CALLS_PER_ROUND {
+                            one_rpc(client.clone()).await;
+                        }
+                        started.elapsed()
+                    })
+                }),
+            ));
+        }};
+    }
+    loopback_stacks!(interleave);
+    print_overhead(
+        "orca loopback",
+        &mut variants,
+        ROUNDS,
+        LOOPBACK_CALLS_PER_ROUND,
+    );
+    drop(variants);
+
+    let mut group = c.benchmark_group("orca/loopback_unary");
+    macro_rules! row {
+        ($name:expr, $layer:expr) => {{
+            let client = rt.block_on(loopback_client!($layer, Identity::new()));
+            let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
+                one_rpc(client.clone())
+            }));
+            println!("allocations/rpc  loopback (c+s)     {:<18} {per_rpc:.2}", $name);
+            group.bench_function($name, |b| {
+                b.to_async(&rt).iter(|| one_rpc(client.clone()));
+            });
+        }};
+    }
+    loopback_stacks!(row);
+    group.finish();
+}
+
+criterion_group!(benches, bench, loopback);
 criterion_main!(benches);

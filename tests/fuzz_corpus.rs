@@ -79,6 +79,7 @@ replay_tests!(
     decompress,
     frames,
     grpc_headers,
+    orca_reports,
     org_ids,
     overrides,
     stats_layer,
@@ -322,6 +323,27 @@ mod seeds {
                 &[0xfe, 0xfe, 0xff, 0xfd],
             ]),
         ];
+        let report = tonic_hotpath::orca::OrcaLoadReport {
+            cpu_utilization: 0.821,
+            mem_utilization: 0.5847,
+            rps_fractional: 100.0,
+            request_cost: [("cost".to_owned(), 3456.32)].into(),
+            utilization: [("util".to_owned(), 0.30499)].into(),
+            ..Default::default()
+        };
+        let with = |choice: u8, header: (http::HeaderName, http::HeaderValue)| {
+            cat(&[&[choice], header.1.as_bytes()])
+        };
+        let orca_reports = vec![
+            with(0, tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report)),
+            with(2, tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report)),
+            with(1, tonic_hotpath::orca::ReportFormat::EnvoyBinary.header(&report)),
+            with(1, tonic_hotpath::orca::ReportFormat::EnvoyText.header(&report)),
+            with(1, tonic_hotpath::orca::ReportFormat::EnvoyJson.header(&report)),
+            cat(&[&[1], b"TEXT cpu_utilization:0.3, named_metrics.x:-1e300"]),
+            cat(&[&[1], br#"JSON {"rpsFractional": "NaN", "namedMetrics": {"a": null}}"#]),
+            cat(&[&[0], b"not base64!"]),
+        ];
         vec![
             ("binlog_filter", binlog_filter),
             ("binlog_reader", binlog_reader),
@@ -329,6 +351,7 @@ mod seeds {
             ("decompress", decompress),
             ("frames", frames),
             ("grpc_headers", grpc_headers),
+            ("orca_reports", orca_reports),
             ("org_ids", org_ids),
             ("overrides", overrides),
             ("stats_layer", stats_layer),

@@ -12,6 +12,7 @@ pub mod channelz;
 pub mod decompress;
 pub mod frames;
 pub mod grpc_headers;
+pub mod orca_reports;
 pub mod org_ids;
 pub mod overrides;
 pub mod stats_layer;
@@ -27,13 +28,14 @@ pub mod compression_support;
 pub type Check = fn(&[u8]);
 
 /// Every target: its name (the corpus directory) and its check.
-pub const TARGETS: [(&str, Check); 9] = [
+pub const TARGETS: [(&str, Check); 10] = [
     ("binlog_filter", binlog_filter::check),
     ("binlog_reader", binlog_reader::check),
     ("channelz", channelz::check),
     ("decompress", decompress::check),
     ("frames", frames::check),
     ("grpc_headers", grpc_headers::check),
+    ("orca_reports", orca_reports::check),
     ("org_ids", org_ids::check),
     ("overrides", overrides::check),
     ("stats_layer", stats_layer::check),
