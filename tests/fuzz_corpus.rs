@@ -335,13 +335,31 @@ mod seeds {
             cat(&[&[choice], header.1.as_bytes()])
         };
         let orca_reports = vec![
-            with(0, tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report)),
-            with(2, tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report)),
-            with(1, tonic_hotpath::orca::ReportFormat::EnvoyBinary.header(&report)),
-            with(1, tonic_hotpath::orca::ReportFormat::EnvoyText.header(&report)),
-            with(1, tonic_hotpath::orca::ReportFormat::EnvoyJson.header(&report)),
+            with(
+                0,
+                tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report),
+            ),
+            with(
+                2,
+                tonic_hotpath::orca::ReportFormat::GrpcBinary.header(&report),
+            ),
+            with(
+                1,
+                tonic_hotpath::orca::ReportFormat::EnvoyBinary.header(&report),
+            ),
+            with(
+                1,
+                tonic_hotpath::orca::ReportFormat::EnvoyText.header(&report),
+            ),
+            with(
+                1,
+                tonic_hotpath::orca::ReportFormat::EnvoyJson.header(&report),
+            ),
             cat(&[&[1], b"TEXT cpu_utilization:0.3, named_metrics.x:-1e300"]),
-            cat(&[&[1], br#"JSON {"rpsFractional": "NaN", "namedMetrics": {"a": null}}"#]),
+            cat(&[
+                &[1],
+                br#"JSON {"rpsFractional": "NaN", "namedMetrics": {"a": null}}"#,
+            ]),
             cat(&[&[0], b"not base64!"]),
         ];
         vec![

@@ -43,6 +43,8 @@ async fn counted_calls_become_qps_and_eps_in_the_report() {
         assert!(Instant::now() < deadline, "counts {:?}", rates.counts());
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // A rate needs at least a millisecond since the last publish.
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let (qps, eps) = rates.publish().expect("a rate");
     let elapsed = started.elapsed().as_secs_f64();
     // 8 calls and 2 errors over at most `elapsed` seconds.
@@ -60,6 +62,7 @@ async fn counted_calls_become_qps_and_eps_in_the_report() {
         assert!(Instant::now() < deadline, "counts {:?}", rates.counts());
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let (qps, eps) = rates.publish().expect("a rate");
     assert!(qps > 0.0 && eps == 0.0, "qps {qps}, eps {eps}");
     tokio::time::sleep(Duration::from_millis(2)).await;
