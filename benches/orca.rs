@@ -206,7 +206,10 @@ fn loopback(c: &mut Criterion) {
             let per_rpc = rt.block_on(allocations_per_call(ALLOCATION_CALLS, || {
                 one_rpc(client.clone())
             }));
-            println!("allocations/rpc  loopback (c+s)     {:<18} {per_rpc:.2}", $name);
+            println!(
+                "allocations/rpc  loopback (c+s)     {:<18} {per_rpc:.2}",
+                $name
+            );
             group.bench_function($name, |b| {
                 b.to_async(&rt).iter(|| one_rpc(client.clone()));
             });
