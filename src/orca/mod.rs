@@ -29,6 +29,7 @@
 //!   `tower::load::Load` for `tower`'s `p2c` balancer.
 
 pub mod client;
+mod encode;
 mod envoy;
 mod header;
 pub(crate) mod metrics;

@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+use super::encode::grpc_binary_value;
 use super::recorder::ServerMetricsRecorder;
-use super::{BackendMetrics, ReportFormat, ServerMetricsProvider};
+use super::{BackendMetrics, GRPC_TRAILER, ReportFormat, ServerMetricsProvider};
 
 /// What a layer's calls share: the process's values and the report's form.
 #[derive(Clone)]
@@ -51,21 +52,33 @@ impl ReportConfig {
         recorder: &crate::orca::CallMetricsRecorder,
         headers: &mut HeaderMap,
     ) {
-        let report = recorder.lock(|call| match &self.server_metrics {
-            None => call.to_report(),
-            Some(ServerMetrics::Recorder(process)) => merged(&process.load(), call),
-            Some(ServerMetrics::Provider(provider)) => merged(&provider.server_metrics(), call),
+        let (name, value) = recorder.lock(|call| {
+            if self.format == ReportFormat::GrpcBinary {
+                // The common form, encoded straight from both sides.
+                let value = match &self.server_metrics {
+                    None => grpc_binary_value(None, call),
+                    Some(ServerMetrics::Recorder(process)) => {
+                        grpc_binary_value(Some(&process.load()), call)
+                    }
+                    Some(ServerMetrics::Provider(provider)) => {
+                        grpc_binary_value(Some(&provider.server_metrics()), call)
+                    }
+                };
+                return (GRPC_TRAILER, value);
+            }
+            let report = match &self.server_metrics {
+                None => call.to_report(),
+                Some(ServerMetrics::Recorder(process)) => merged(&process.load(), call),
+                Some(ServerMetrics::Provider(provider)) => merged(&provider.server_metrics(), call),
+            };
+            self.format.header(&report)
         });
-        let (name, value) = self.format.header(&report);
         headers.append(name, value);
     }
 }
 
 /// The report of `process` overridden by `call`.
 fn merged(process: &BackendMetrics, call: &BackendMetrics) -> super::OrcaLoadReport {
-    if process.is_empty() {
-        return call.to_report();
-    }
     let mut both = process.clone();
     both.merge(call);
     both.to_report()
