@@ -542,7 +542,8 @@ async fn grpc_web_inside_the_layer_changes_nothing_and_native_grpc_reports() {
 /// ends with its trailer frame as data and no HTTP trailers). Fails today.
 /// The fix is for `CallMetricsLayer` to write the report into a grpc-web
 /// response's trailer frame, or, short of that, for its docs to say that
-/// `GrpcWebLayer` must be outside it (as the test above it passes).
+/// `GrpcWebLayer` must be outside it (the arrangement
+/// `grpc_web_outside_the_layer_puts_the_report_in_the_trailer_frame` tests).
 #[tokio::test]
 #[ignore = "CallMetricsLayer outside GrpcWebLayer drops grpc-web reports"]
 async fn grpc_web_inside_the_layer_gets_its_report() {
