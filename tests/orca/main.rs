@@ -9,8 +9,12 @@ static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocato
 
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
+#[path = "../h2_reply/mod.rs"]
+mod h2_reply;
 #[path = "../orca_support/mod.rs"]
 mod orca_support;
+#[path = "../stacks/mod.rs"]
+mod stacks;
 
 // The echo routes driven in process (`alloc`), and the counting allocator.
 #[path = "../stats_harness/mod.rs"]
@@ -26,3 +30,7 @@ mod interop_go;
 mod rates;
 mod server;
 mod service;
+// The tests on the harness's stacks (the harness owns the name `stacks`).
+#[path = "stacks.rs"]
+mod orca_stacks;
+mod stacks_faults;
