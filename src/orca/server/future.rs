@@ -23,6 +23,8 @@ pin_project! {
         #[pin]
         inner: F,
         call: Option<(CallScope, Arc<ReportConfig>)>,
+        // Not gRPC: no call to make current, nothing to report.
+        passthrough: bool,
     }
 }
 
@@ -31,6 +33,16 @@ impl<F> ResponseFuture<F> {
         Self {
             inner,
             call: Some((scope, config)),
+            passthrough: false,
+        }
+    }
+
+    /// A request that is not gRPC: the response passes through.
+    pub(super) fn passthrough(inner: F) -> Self {
+        Self {
+            inner,
+            call: None,
+            passthrough: true,
         }
     }
 }
@@ -43,6 +55,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        if *this.passthrough {
+            let response = std::task::ready!(this.inner.poll(cx))?;
+            return Poll::Ready(Ok(response.map(ResponseBody::passthrough)));
+        }
         let (scope, _) = this
             .call
             .as_mut()

@@ -9,6 +9,7 @@ use tower::{Layer, Service};
 use super::{ReportConfig, ResponseBody, ResponseFuture, ServerMetrics};
 use crate::orca::recorder::scope::CallScope;
 use crate::orca::{ReportFormat, ServerMetricsProvider, ServerMetricsRecorder};
+use crate::wire::content_type::is_grpc;
 
 /// Per-call load reports on a tonic server, as grpc-go's
 /// `orca.CallMetricsServerOption`: a handler takes its call's recorder
@@ -18,8 +19,13 @@ use crate::orca::{ReportFormat, ServerMetricsProvider, ServerMetricsRecorder};
 /// headers), over the process's values when the layer has them.
 ///
 /// A call whose handler never takes its recorder costs no allocation and
-/// gets no trailer (as in grpc-go). Requests that are not gRPC pass
-/// through: they have no trailers to write into.
+/// gets no trailer (as in grpc-go). Requests that are not gRPC
+/// (`content-type` `application/grpc`, `application/grpc+…`) pass
+/// through untouched and their handlers find no recorder: they have no
+/// trailers to carry a report. grpc-web calls get reports when tonic-web's
+/// `GrpcWebLayer` sits outside this layer (it turns them into gRPC on the
+/// way in and the trailers into its trailer frame on the way out); below
+/// it, they pass through as any other non-gRPC request.
 ///
 /// ```
 /// use tonic::transport::Server;
@@ -143,6 +149,12 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // Only gRPC has trailers to carry a report: anything else (axum
+        // routes, probes, grpc-web not yet translated by a tonic-web layer
+        // below) passes through, and its handler finds no recorder.
+        if !is_grpc(request.headers(), false) {
+            return ResponseFuture::passthrough(self.inner.call(request));
+        }
         let mut scope = CallScope::default();
         let inner = scope.enter(|| self.inner.call(request));
         ResponseFuture::new(inner, scope, Arc::clone(&self.config))
