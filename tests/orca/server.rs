@@ -359,3 +359,46 @@ async fn streaming_trailers_carry_what_the_stream_recorded() {
         map(&[("item-0", 0.0), ("item-1", 1.0), ("item-2", 2.0)])
     );
 }
+
+#[tokio::test]
+async fn envoys_forms_carry_the_report_in_endpoint_load_metrics() {
+    use tonic_hotpath::orca::{ENVOY_HEADER, ReportFormat, parse_endpoint_load_metrics};
+    let process = ServerMetricsRecorder::new();
+    process.set_qps(100.0);
+    for (format, prefix) in [
+        (ReportFormat::EnvoyBinary, "BIN "),
+        (ReportFormat::EnvoyText, "TEXT "),
+        (ReportFormat::EnvoyJson, "JSON "),
+    ] {
+        let layer = CallMetricsLayer::builder()
+            .server_metrics(process.clone())
+            .format(format)
+            .build();
+        let mut client = serve(layer).await;
+        let response = client
+            .unary_call(request(SimpleRequest::default(), "record"))
+            .await
+            .expect("the call succeeds");
+        let trailers = response.metadata().clone().into_headers();
+        assert!(
+            trailers.get("endpoint-load-metrics-bin").is_none(),
+            "{format:?}"
+        );
+        let value = trailers.get(ENVOY_HEADER).expect("Envoy's header");
+        assert!(value.to_str().unwrap().starts_with(prefix), "{value:?}");
+        let report = parse_endpoint_load_metrics(value).expect("Envoy's parser reads it");
+        assert_eq!(report.cpu_utilization, 0.9, "{format:?}");
+        assert_eq!(report.rps_fractional, 100.0, "{format:?}");
+        assert_eq!(
+            report.named_metrics,
+            map(&[("a", 1.0), ("b", 2.0)]),
+            "{format:?}"
+        );
+        // TEXT has no key for request costs and named utilizations
+        // (Envoy's parser): the binary and JSON forms carry them.
+        if format != ReportFormat::EnvoyText {
+            assert_eq!(report.request_cost, map(&[("cost", 3456.32)]), "{format:?}");
+            assert_eq!(report.utilization, map(&[("util", 0.3)]), "{format:?}");
+        }
+    }
+}
