@@ -21,7 +21,7 @@ pub fn check(data: &[u8]) {
     let Ok(value) = HeaderValue::from_bytes(rest) else {
         return;
     };
-    if choice % 2 == 0 {
+    if choice.is_multiple_of(2) {
         grpc_trailer(&value, choice % 4 == 2);
     } else if let Ok(report) = parse_endpoint_load_metrics(&value) {
         round_trips(&report);
