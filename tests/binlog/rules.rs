@@ -323,8 +323,8 @@ pub async fn call_path(layered: Layered, path: &'static str, message: &str) -> S
 pub struct Logged(pub Vec<GrpcLogEntry>);
 
 impl Logged {
-    /// `logger`'s calls in the order of their first entry, each as its
-    /// entries' lines; checks each call's ids.
+    /// `logger`'s calls in the order they began (their first entries'
+    /// times), each as its entries' lines; checks each call's ids.
     pub fn calls(&self, logger: Logger) -> Vec<Vec<String>> {
         let mut calls: Vec<(u64, Vec<&GrpcLogEntry>)> = Vec::new();
         for entry in self.0.iter().filter(|e| e.logger == logger as i32) {
@@ -333,6 +333,15 @@ impl Logged {
                 None => calls.push((entry.call_id, vec![entry])),
             }
         }
+        // In the order the calls began (their first entries' times): the
+        // writer may write entries of calls made on different threads
+        // within one sweep in either order (the per-thread buffers).
+        calls.sort_by_key(|(_, call)| {
+            call[0]
+                .timestamp
+                .as_ref()
+                .map(|time| (time.seconds, time.nanos))
+        });
         calls
             .into_iter()
             .map(|(id, call)| {
