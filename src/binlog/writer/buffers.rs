@@ -199,16 +199,22 @@ impl Buffers {
     }
 
     /// Queues `slot`'s buffer, whose lock the caller holds.
+    ///
+    /// The buffer is queued before its hand-over count moves on: a thread
+    /// that sees the count moved ([`hand_over_elsewhere`](Self::hand_over_elsewhere),
+    /// without the lock) knows the call's earlier entries are queued, so
+    /// any buffer it queues later is behind them. (Counting first let a
+    /// call's next buffer be queued by another thread in between.)
     fn hand_over(&self, slot: &Slot, pending: &mut Pending) {
         let capacity = pending.bytes.len().min(self.hand_over_at);
         let bytes = mem::replace(&mut pending.bytes, Vec::with_capacity(capacity));
         let entries = mem::take(&mut pending.entries);
-        slot.generation.fetch_add(1, Ordering::Release);
         self.queued_bytes.fetch_add(bytes.len(), Ordering::Relaxed);
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push_back(Batch { bytes, entries });
+        slot.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Hands on every thread's buffer that holds entries (`all`), or
