@@ -33,23 +33,24 @@
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
+#[path = "../tests/orca_support/records.rs"]
+mod records;
 #[path = "../tests/stats_harness/mod.rs"]
 mod stats_harness;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::task::{Context, Poll};
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{ALLOCATION_CALLS, CALLS_PER_ROUND, service_in_process, service_round};
 use interleaved::{Round, print_overhead};
+use records::Records;
 use stats_harness::{
     CountingAllocator, allocations_per_call, current_thread_runtime, loopback_client, one_rpc,
     unary_request,
 };
 use tonic::service::Routes;
+use tonic_hotpath::orca::ServerMetricsRecorder;
 use tonic_hotpath::orca::server::CallMetricsLayer;
-use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
 use tower::ServiceBuilder;
 use tower::layer::util::Identity;
 
@@ -58,29 +59,6 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Interleaved rounds per variant.
 const ROUNDS: usize = 100;
-
-/// Below `CallMetricsLayer`: takes the call's recorder and records what a
-/// handler would (a cost and two named metrics), then calls the routes.
-#[derive(Clone)]
-struct Records<S>(S);
-
-impl<S: tower::Service<R>, R> tower::Service<R> for Records<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> S::Future {
-        let recorder = CallMetricsRecorder::current().expect("below the layer");
-        recorder.set_request_cost("cost", 3456.32);
-        recorder.set_named_metric("queue_depth", 3.0);
-        recorder.set_named_metric("cache_hit", 1.0);
-        self.0.call(request)
-    }
-}
 
 fn routes() -> Routes {
     Routes::new(support::EchoServer::new(support::EchoService))

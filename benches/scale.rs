@@ -47,6 +47,9 @@ mod in_process;
 mod loopback;
 #[path = "../tests/otel_support/mod.rs"]
 mod otel_support;
+#[cfg(feature = "orca")]
+#[path = "../tests/orca_support/records.rs"]
+mod records;
 #[path = "../tests/stats_harness/mod.rs"]
 mod stats_harness;
 #[path = "../tests/support/mod.rs"]

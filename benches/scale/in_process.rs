@@ -238,36 +238,12 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
 /// process-wide values (a `ServerMetricsRecorder` every call reads).
 #[cfg(feature = "orca")]
 mod orca {
-    use std::task::{Context, Poll};
-
+    use tonic_hotpath::orca::ServerMetricsRecorder;
     use tonic_hotpath::orca::server::CallMetricsLayer;
-    use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
     use tower::ServiceBuilder;
 
     use super::{Mode, server};
-
-    /// Below `CallMetricsLayer`: records what a handler would, then calls
-    /// the routes.
-    #[derive(Clone)]
-    struct Records<S>(S);
-
-    impl<S: tower::Service<R>, R> tower::Service<R> for Records<S> {
-        type Response = S::Response;
-        type Error = S::Error;
-        type Future = S::Future;
-
-        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-            self.0.poll_ready(cx)
-        }
-
-        fn call(&mut self, request: R) -> S::Future {
-            let recorder = CallMetricsRecorder::current().expect("below the layer");
-            recorder.set_request_cost("cost", 3456.32);
-            recorder.set_named_metric("queue_depth", 3.0);
-            recorder.set_named_metric("cache_hit", 1.0);
-            self.0.call(request)
-        }
-    }
+    use crate::records::Records;
 
     pub fn modes() -> Vec<Mode> {
         let process = ServerMetricsRecorder::new();

@@ -3,34 +3,12 @@
 //! without `CallMetricsLayer` (gRFC A51's "costs nothing" holds); one that
 //! takes it allocates more (so the count can tell).
 
-use std::task::{Context, Poll};
-
+use tonic_hotpath::orca::ServerMetricsRecorder;
 use tonic_hotpath::orca::server::CallMetricsLayer;
-use tonic_hotpath::orca::{CallMetricsRecorder, ServerMetricsRecorder};
+
+use crate::orca_support::records::Records;
 
 use super::stats_harness::{allocations_per_in_process_rpc, layered_echo_routes};
-
-/// Calls its inner service with the call's recorder taken (as a handler
-/// that records would), below `CallMetricsLayer`.
-#[derive(Clone)]
-struct TakesRecorder<S>(S);
-
-impl<S: tower::Service<R>, R> tower::Service<R> for TakesRecorder<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> S::Future {
-        CallMetricsRecorder::current()
-            .expect("below the layer")
-            .set_request_cost("cost", 1.0);
-        self.0.call(request)
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_that_records_nothing_allocates_nothing_more() {
@@ -55,7 +33,7 @@ async fn a_call_that_records_nothing_allocates_nothing_more() {
     // Taking the recorder (and reporting) allocates: the count tells.
     let recording = tower::ServiceBuilder::new()
         .layer(CallMetricsLayer::new())
-        .layer(tower::layer::layer_fn(TakesRecorder))
+        .layer(tower::layer::layer_fn(Records))
         .service(tonic::service::Routes::new(
             super::support::EchoServer::new(super::support::EchoService),
         ));

@@ -4,6 +4,8 @@
 //! Include with `mod orca_support;`.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod records;
+
 /// `grpc.testing`, as generated.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod grpc_testing {
