@@ -25,5 +25,6 @@ mod fleet;
 mod metrics;
 mod outage;
 mod pushback_go;
+mod quiet;
 mod redis_server;
 mod work;

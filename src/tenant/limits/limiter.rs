@@ -238,6 +238,8 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
+            #[cfg(feature = "limits-redis")]
+            let rate = fallback_by_share(config, limits, state, rate);
             return match state.admit(limits.max_in_flight, rate) {
                 Ok(()) => Ok(Some(Charged {
                     state: Arc::clone(state),
@@ -346,6 +348,29 @@ impl Limiter {
         }
         Ok((!charged.is_empty())
             .then(|| Slot::many(charged.into_iter().map(|one| one.state).collect())))
+    }
+}
+
+/// With a shared backend that is down, the tenant's fallback bucket:
+/// its recent share of the fleet's traffic on this replica, if known
+/// (`rate` otherwise: the rate ÷ replicas).
+#[cfg(feature = "limits-redis")]
+#[inline]
+fn fallback_by_share(
+    config: &Snapshot,
+    limits: &Effective,
+    state: &TenantState,
+    rate: Option<(Gcra, u64)>,
+) -> Option<(Gcra, u64)> {
+    match (&config.shared, limits.configured.rate, rate) {
+        (Some(_), Some(fleet), Some((local, now))) => Some((
+            state
+                .call_lease
+                .fallback(fleet, crate::tenant::limits::shared::ticks(now))
+                .unwrap_or(local),
+            now,
+        )),
+        _ => rate,
     }
 }
 

@@ -438,13 +438,7 @@ impl Backend {
     /// Asks for a lease, within the timeout; feeds the breaker.
     pub(crate) async fn lease(&self, key: &str, ask: LeaseAsk) -> Result<LeaseAnswer, ()> {
         let start = std::time::Instant::now();
-        let mut call = self.scripts.lease.prepare_invoke();
-        call.key(key)
-            .arg(ask.interval_us)
-            .arg(ask.tolerance_us)
-            .arg(ask.want)
-            .arg(ask.debt)
-            .arg(ask.share);
+        let call = self.scripts.lease_call(key, ask);
         let reply =
             tokio::time::timeout(self.timeout, self.connection.invoke::<Vec<i64>>(&call)).await;
         let elapsed = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -453,7 +447,7 @@ impl Backend {
             .fetch_add(elapsed, Ordering::Relaxed);
         let answer = match reply {
             Ok(Ok(reply)) => LeaseAnswer::from_reply(&reply).ok_or_else(|| {
-                format!("a lease script answered {reply:?}, not three non-negative integers")
+                format!("a lease script answered {reply:?}, not four non-negative integers")
             }),
             Ok(Err(error)) => Err(format!("a lease request failed: {}", describe(&error))),
             Err(_) => Err(format!(

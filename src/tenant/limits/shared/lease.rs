@@ -1,13 +1,26 @@
 //! One tenant's lease on one fleet-wide bucket (its calls or its work
 //! units): the units this replica may spend without asking Redis, the
-//! units it admitted on credit, and the state of its next request. Four
-//! words that sit in the padding of the tenant's state (no extra memory,
-//! and the per-call path touches no line but the tenant's own).
+//! units it admitted on credit, the state of its next request, and this
+//! replica's share of the fleet's traffic. Five words that sit in the
+//! padding of the tenant's state (no extra memory, and the per-call path
+//! touches no line but the tenant's own).
 //!
 //! Time here is in *ticks* of 2^20 ns (about 1.05 ms), read off the
 //! limiter's clock with a shift.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::script::TRAFFIC_TIME;
+use crate::tenant::limits::config::Rate;
+use crate::tenant::limits::gcra::Gcra;
+
+/// The part of its share of the fleet's traffic a replica admits while
+/// Redis is down. Shares are read at each replica's last answer, not at
+/// one instant, and a lease's grant moves its replica's part at once (a
+/// 500 ms lease of the busiest replica moves its share by up to about 2 %
+/// at the default 5 s time constant): 5 % below the share keeps the sum
+/// of the replicas' fallback rates under the fleet's.
+const FALLBACK_SHARE: f64 = 0.95;
 
 /// Nanoseconds to ticks.
 pub(crate) const fn ticks(nanos: u64) -> u64 {
@@ -80,6 +93,11 @@ pub(crate) struct Lease {
     /// Written and read by requests only (one at a time): the units in
     /// stock right after the last answer (low 24 bits) and its tick.
     history: AtomicU64,
+    /// Written by requests only: this replica's part of the fleet's
+    /// traffic on the bucket (the units it charged, decayed as the fleet's
+    /// are: an `f32`, low 32 bits) and that part's share of the fleet's
+    /// (in 2^-32ths, high 32 bits; 0 before the first answer).
+    traffic: AtomicU64,
 }
 
 impl Lease {
@@ -135,11 +153,11 @@ impl Lease {
     /// told to.
     ///
     /// Near the limit there is no credit. The refusal's wait is the
-    /// fleet's, from the last answer, if that answer is at most `fresh`
-    /// ticks old and its wait is not over; otherwise a request is due
-    /// (started here unless one is in flight) and the refusal says so
-    /// ([`NoCredit::answer_due`]), as it does when the debt is at its
-    /// bound (the request charging it is in flight).
+    /// fleet's, from the last answer, while that wait is not over;
+    /// otherwise a request is due (started here unless one is in flight)
+    /// and the refusal says so ([`NoCredit::answer_due`]), as it does
+    /// when the debt is at its bound (the request charging it is in
+    /// flight) or the local bucket refuses (its wait is no fleet's).
     #[cold]
     pub(crate) fn credit(
         &self,
@@ -148,16 +166,14 @@ impl Lease {
         limits: CreditLimits,
         local: impl FnOnce() -> Result<(), u64>,
     ) -> Result<bool, NoCredit> {
-        let CreditLimits {
-            max_debt,
-            min_wait,
-            fresh,
-        } = limits;
+        let CreditLimits { max_debt, min_wait } = limits;
         let status = self.status.load(Ordering::Acquire);
         let dry_until = status & TIME;
         if status & NEAR_LIMIT != 0 {
-            let (_, answered_at) = self.history();
-            let known = dry_until > now && now < answered_at.saturating_add(fresh);
+            // Before the tick the last answer named, the fleet's bucket
+            // holds no batch for this replica whatever other replicas did
+            // since (they only take units): nothing to ask.
+            let known = dry_until > now;
             let request = !known && status & REQUESTING == 0 && self.start_request();
             let wait = nanos(dry_until.saturating_sub(now)).max(min_wait);
             return Err(NoCredit {
@@ -178,10 +194,13 @@ impl Lease {
             });
         }
         if let Err(wait) = local() {
+            // The local bucket's wait is this replica's guess, not the
+            // fleet's: the fleet judges the call (its answer is due).
+            let request = status & REQUESTING == 0 && self.start_request();
             return Err(NoCredit {
                 wait: wait.max(min_wait),
-                request: false,
-                answer_due: false,
+                request,
+                answer_due: true,
             });
         }
         self.debt.fetch_add(n, Ordering::AcqRel);
@@ -254,6 +273,66 @@ impl Lease {
         self.status.store(status, Ordering::Release);
     }
 
+    /// The tick before which the fleet's bucket holds no batch for this
+    /// replica, if the last answer was short (0 otherwise): a request
+    /// waits for it.
+    pub(crate) fn near_limit_until(&self) -> u64 {
+        let status = self.status.load(Ordering::Acquire);
+        if status & NEAR_LIMIT != 0 {
+            status & TIME
+        } else {
+            0
+        }
+    }
+
+    /// An answer at tick `now`, the previous one at tick `before` (0:
+    /// none): this replica charged `charged` units, and the fleet's
+    /// traffic is now `fleet` (units, decayed). Updates this replica's
+    /// part (decayed alike) and its share.
+    pub(crate) fn record_traffic(&self, charged: u64, fleet: f64, now: u64, before: u64) {
+        let traffic = self.traffic.load(Ordering::Acquire);
+        let mine = f64::from(f32::from_bits(traffic as u32));
+        let elapsed = nanos(now.saturating_sub(before)) as f64 / 1e9;
+        let decayed = if before == 0 {
+            0.0
+        } else {
+            mine * (-elapsed / TRAFFIC_TIME.as_secs_f64()).exp()
+        };
+        let mine = decayed + charged as f64;
+        let share = if fleet > 0.0 {
+            (mine / fleet).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let share_bits = (share * f64::from(u32::MAX)) as u64;
+        self.traffic.store(
+            (share_bits << 32) | u64::from((mine as f32).to_bits()),
+            Ordering::Release,
+        );
+    }
+
+    /// This replica's share of the fleet's traffic on the bucket at its
+    /// last answer, if that answer is at most two traffic time constants
+    /// old at tick `now` and this replica charged any of it.
+    pub(crate) fn share(&self, now: u64) -> Option<f64> {
+        let (_, answered_at) = self.history();
+        let recent = ticks(u64::try_from((TRAFFIC_TIME * 2).as_nanos()).unwrap_or(u64::MAX));
+        if answered_at == 0 || now > answered_at.saturating_add(recent) {
+            return None;
+        }
+        let share = (self.traffic.load(Ordering::Acquire) >> 32) as f64 / f64::from(u32::MAX);
+        (share > 0.0).then_some(share)
+    }
+
+    /// The fallback bucket while Redis is down, at tick `now`: `rate` times
+    /// this replica's recent share of the fleet's traffic (less a margin,
+    /// [`FALLBACK_SHARE`]); `None` without a recent share (the caller
+    /// keeps `rate ÷ replicas`).
+    pub(crate) fn fallback(&self, rate: Rate, now: u64) -> Option<Gcra> {
+        self.share(now)
+            .map(|share| Gcra::of_share(rate, share * FALLBACK_SHARE))
+    }
+
     /// Ends the request in flight (the next one may start).
     pub(crate) fn finish(&self) {
         self.status.fetch_and(!REQUESTING, Ordering::AcqRel);
@@ -278,9 +357,6 @@ pub(crate) struct CreditLimits {
     pub(crate) max_debt: u64,
     /// The least wait of a refusal (ns).
     pub(crate) min_wait: u64,
-    /// How long (ticks) an answer tells the fleet's wait: the least time
-    /// between two requests.
-    pub(crate) fresh: u64,
 }
 
 /// What an answer set besides the units.
@@ -335,11 +411,10 @@ mod tests {
         assert_eq!(lease.units(70), 7, "an unexpired stock stays");
     }
 
-    /// Debt bound 4, least wait 7 ns, answers fresh for 5 ticks.
+    /// Debt bound 4, least wait 7 ns.
     const BOUNDS: CreditLimits = CreditLimits {
         max_debt: 4,
         min_wait: 7,
-        fresh: 5,
     };
 
     fn refused(wait: u64, request: bool, answer_due: bool) -> Result<bool, NoCredit> {
@@ -366,15 +441,16 @@ mod tests {
         assert!(lease.credit(1, 0, BOUNDS, ok).is_ok(), "3 + 1 within 4");
         lease.paid(4);
         assert_eq!(lease.debt(), 0);
+        lease.finish();
         assert_eq!(
             lease.credit(1, 0, BOUNDS, || Err(3)),
-            refused(7, false, false),
-            "the fallback bucket refuses: its wait, at least the least"
+            refused(7, true, true),
+            "the local bucket refuses: the fleet judges (a request, its answer due)"
         );
         assert_eq!(
             lease.credit(9, 0, BOUNDS, ok),
             Ok(false),
-            "no debt: one charge"
+            "no debt: one charge (its request is the one in flight)"
         );
         assert_eq!(lease.debt(), 9);
     }
@@ -403,7 +479,6 @@ mod tests {
         let bounds = CreditLimits {
             max_debt: 100,
             min_wait: 1,
-            fresh: 10,
         };
         let refused_at = |now| lease.credit(1, now, bounds, || Ok(())).unwrap_err();
         assert_eq!(
@@ -439,23 +514,50 @@ mod tests {
     }
 
     #[test]
-    fn an_old_answer_does_not_tell_the_fleets_wait() {
+    fn before_the_named_tick_nothing_is_asked_however_old_the_answer() {
         let lease = near_the_limit();
         let bounds = CreditLimits {
             max_debt: 100,
             min_wait: 1,
-            fresh: 2,
         };
-        // At tick 13 the answer (tick 10) is 3 ticks old: other replicas
-        // may have taken units since; the dry-until tick is a lower bound.
-        let refused = lease.credit(1, 13, bounds, || Ok(())).unwrap_err();
+        assert_eq!(lease.near_limit_until(), 15);
+        // At tick 14 the answer (tick 10) is old, but other replicas only
+        // take units: the bucket holds no batch before tick 15.
+        let refused = lease.credit(1, 14, bounds, || Ok(())).unwrap_err();
         assert_eq!(
             refused,
             NoCredit {
-                wait: nanos(2),
-                request: true,
-                answer_due: true,
+                wait: nanos(1),
+                request: false,
+                answer_due: false,
             }
         );
+        assert!(!lease.requesting());
+    }
+
+    #[test]
+    fn a_share_is_this_replicas_decayed_part_of_the_fleets_traffic() {
+        let lease = Lease::default();
+        assert_eq!(lease.share(0), None, "no answer yet");
+        lease.fill(40, 100, 2000, FULL);
+        lease.record_traffic(40, 100.0, 100, 0);
+        let share = lease.share(100).expect("a share");
+        assert!((share - 0.4).abs() < 1e-6, "{share}");
+        // One time constant later: this replica's part decayed by 1/e,
+        // plus 10; the fleet's (decayed alike by Redis) is 50.
+        let later = 100 + ticks(TRAFFIC_TIME.as_nanos() as u64);
+        lease.fill(10, later, later + 2000, FULL);
+        lease.record_traffic(10, 50.0, later, 100);
+        let expected = (40.0 * (-1.0f64).exp() + 10.0) / 50.0;
+        let share = lease.share(later).expect("a share");
+        assert!((share - expected).abs() < 1e-3, "{share} vs {expected}");
+        // Two time constants after the last answer, no share.
+        let stale = later + 2 * ticks(TRAFFIC_TIME.as_nanos() as u64) + 1;
+        assert_eq!(lease.share(stale), None);
+        // A replica that charged nothing has no share.
+        let idle = Lease::default();
+        idle.fill(0, 5, 50, FULL);
+        idle.record_traffic(0, 80.0, 5, 0);
+        assert_eq!(idle.share(5), None);
     }
 }

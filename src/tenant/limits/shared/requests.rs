@@ -98,16 +98,14 @@ impl SharedLimits {
     }
 
     /// The bounds of credit for a bucket with a burst of `burst`: the most
-    /// units one replica admits on credit; the least pushback of a fleet
-    /// refusal (the least time between two requests, at least 1 ms); and
-    /// how long an answer tells the fleet's wait (the same time).
+    /// units one replica admits on credit, and the least pushback of a
+    /// fleet refusal (the least time between two requests, at least 1 ms).
     pub(crate) fn credit_limits(&self, burst: u32) -> CreditLimits {
         let policy = &self.backend.inner.policy;
         let interval = u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX);
         CreditLimits {
             max_debt: policy.max_debt(burst),
             min_wait: interval.max(1_000_000),
-            fresh: ticks(interval).max(1),
         }
     }
 
@@ -152,9 +150,11 @@ async fn serve(
     }
 }
 
-/// Tops up one lease: paced to one request per `min_interval`, sized by
-/// what the replica spent since its last answer, charging its debt. The
-/// request, dropped at the end, ends it.
+/// Tops up one lease: paced to one request per `min_interval`, and near
+/// the limit not before the fleet's bucket holds a batch for this replica
+/// (the tick the last answer named); sized by what the replica spent
+/// since its last answer, charging its debt. The request, dropped at the
+/// end, ends it.
 async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     let inner = &backend.inner;
     let policy = inner.policy;
@@ -163,11 +163,13 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     let min_interval =
         ticks(u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX));
     let tick = ticks(clock.now());
-    if answered_at != 0 && tick < answered_at + min_interval {
-        tokio::time::sleep(Duration::from_nanos(nanos(
-            answered_at + min_interval - tick,
-        )))
-        .await;
+    let not_before = if answered_at == 0 {
+        0
+    } else {
+        (answered_at + min_interval).max(lease.near_limit_until())
+    };
+    if tick < not_before {
+        tokio::time::sleep(Duration::from_nanos(nanos(not_before - tick))).await;
     }
     if !inner.breaker.is_up() {
         // The fallback applies; nothing to ask for.
@@ -188,6 +190,7 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
         want,
         debt,
         inner.replicas(),
+        policy.near_limit_batch_of(),
     );
     let key = inner.bucket_key(request.tenant.as_str(), request.bucket.key_suffix());
     // A failed request leaves the debt for the next one to charge.
@@ -208,6 +211,12 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
         } else {
             0
         };
+        lease.record_traffic(
+            answer.granted + debt,
+            answer.traffic,
+            now.max(1),
+            answered_at,
+        );
         lease.fill(
             answer.granted,
             now.max(1),
