@@ -203,3 +203,74 @@ async fn a_paused_redis_makes_no_call_wait_and_is_used_again_when_it_answers() {
         "only {answered_paused} calls answered while Redis was paused: calls waited on it"
     );
 }
+
+/// Redis killed under the 80/15/5 split at twice the rate: each replica
+/// falls back to its recent share of the tenant's fleet traffic (learned
+/// from its leases), so the fleet goes on admitting about R, not the
+/// `R ÷ 3` per replica that left the busy replica at a third (about
+/// 0.75 R in all), and never above R.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_redis_under_an_uneven_load_falls_back_by_share_near_the_fleet_rate() {
+    let Some(redis) = RedisServer::start("a_killed_redis_under_an_uneven_load", &[]).await else {
+        return;
+    };
+    let _turn = LOAD.lock().await;
+    let replicas = shared_fleet(&redis, "outage-share", limits()).await;
+    let answers: Vec<Arc<Answers>> = replicas.iter().map(|_| Arc::default()).collect();
+    let offered = 2 * RATE as u64;
+    let load = offer_counted(
+        &replicas,
+        &answers,
+        "t",
+        offered,
+        Duration::from_secs(10),
+        weighted([16, 3, 1]),
+    );
+    let mut redis = redis;
+    let control = async {
+        // Three seconds of shared buckets: each replica learns its share.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        redis.kill();
+        wait_for_backends(&replicas, false).await;
+        // The fallback buckets' bursts (their share of 300) drain within
+        // a second; then three seconds of the fallback's rate, and what
+        // the machine delivered of the offered load meanwhile.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (start, admitted, answered) = (
+            Instant::now(),
+            admitted_now(&answers),
+            answered_now(&answers),
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let seconds = start.elapsed().as_secs_f64();
+        let fallback = (admitted_now(&answers) - admitted) as f64 / seconds;
+        let delivered = (answered_now(&answers) - answered) as f64 / seconds;
+        (fallback, delivered)
+    };
+    let (run, (fallback, delivered)) = tokio::join!(load, control);
+    eprintln!(
+        "killed under 80/15/5 at 2×: fallback {fallback:.0} admitted/s ({:.2} R) of {delivered:.0} \
+         calls/s delivered; per replica admitted/offered {}",
+        fallback / RATE,
+        run.answers
+            .iter()
+            .map(|answers| format!(
+                "{}/{}",
+                answers.admitted(),
+                answers.admitted() + answers.refused()
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(
+        fallback <= 1.02 * RATE,
+        "the fallback admitted {fallback:.0}/s, above the fleet's {RATE}/s"
+    );
+    // Within 10 % of R, of what this machine delivered: a machine too
+    // busy to offer the whole load is not the fallback's doing.
+    let floor = 0.9 * RATE * (delivered / offered as f64).min(1.0);
+    assert!(
+        fallback >= floor,
+        "the fallback admitted {fallback:.0}/s, below {floor:.0}/s (0.9 R of what was delivered)"
+    );
+}
