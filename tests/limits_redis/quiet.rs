@@ -16,7 +16,7 @@ use crate::support::wait_until;
 
 const RATE: f64 = 1000.0;
 const BURST: u32 = 2000;
-const LOAD_TIME: Duration = Duration::from_secs(8);
+const LOAD_TIME: Duration = Duration::from_secs(10);
 
 /// Three replicas at the default heartbeat (1 s), operations timing out
 /// after 10 s (see `accuracy::answering_fleet`: the bounds are those of a

@@ -70,7 +70,7 @@ impl Default for LeasePolicy {
             min_interval: Duration::from_millis(10),
             credit: 0.05,
             answer_wait: Duration::from_millis(20),
-            near_limit_batch: Duration::from_millis(25),
+            near_limit_batch: Duration::from_millis(50),
         }
     }
 }

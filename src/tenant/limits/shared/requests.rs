@@ -217,14 +217,19 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
             now.max(1),
             answered_at,
         );
+        let short = answer.granted < want;
+        // Near the limit the next request waits for the round anyway: ask
+        // when a quarter of this grant is left, not of the units wanted,
+        // so that a replica holds no more than it is about to spend.
+        let low_water = if short { answer.granted } else { want } / 4;
         lease.fill(
             answer.granted,
             now.max(1),
             now + lifetime,
             Answered {
-                short: answer.granted < want,
+                short,
                 dry_until,
-                low_water: (want / 4).max(1),
+                low_water: low_water.max(1),
             },
         );
     }
