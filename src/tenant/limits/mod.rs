@@ -108,16 +108,19 @@
 //!   lease when a quarter is left. A lease covers about half a second of
 //!   the tenant's recent rate on this replica (`LeasePolicy`); Redis
 //!   grants at most `1 / replicas` of what its bucket holds, but at least
-//!   a *batch*: 25 ms of the fleet's rate (`LeasePolicy::near_limit_batch`),
+//!   a *batch*: 50 ms of the fleet's rate (`LeasePolicy::near_limit_batch`),
 //!   or what is left. A lease that got less than it asked for names the
 //!   time at which the bucket will hold a batch for every replica again;
 //!   before it the replica asks Redis nothing for that tenant and refuses
 //!   its calls locally, with that time as their pushback. So near and over
 //!   the limit each request leases about a batch, however hard the tenant
 //!   floods (Envoy's rate limit service keeps a local cache of keys over
-//!   the limit for the same reason). Measured (3 replicas, rate 1 000/s,
-//!   burst 2 000, 80/15/5): about 10 Redis commands per 1 000 calls at 1×
-//!   the rate, 12 at 2×, 5 at 5× (63 and 30 before batches).
+//!   the limit for the same reason): each replica asks at most once per
+//!   round of `replicas × batch`, so the fleet at most once per batch
+//!   (20 times a second per tenant by default, whatever its rate or
+//!   flood). Measured (3 replicas, rate 1 000/s, burst 2 000, 80/15/5,
+//!   10 s): about 10 Redis commands per 1 000 calls at 1× the rate, 8–11
+//!   at 2×, 2–5 at 5× (up to 63 and 30 before batches).
 //! - **The first call** of a tenant on a replica, and a call that finds
 //!   the lease dry while the bucket had units at the last answer, is
 //!   judged by the local fallback bucket and admitted *on credit*; the
@@ -144,7 +147,7 @@
 //!   then refuses as many). Under-admission is at most the units left in
 //!   the replicas' leases (at most one lease each) and, when a flood stops,
 //!   the units the bucket gathered towards the next round of batches (at
-//!   most `replicas × batch`: 75 for a tenant at 1 000/s; they stay in the
+//!   most `replicas × batch`: 150 for a tenant at 1 000/s; they stay in the
 //!   bucket); unspent units expire 2 s after their lease, so a replica
 //!   never spends old units in a later burst. Measured: 3 replicas, rate
 //!   1 000/s, burst 2 000, a load split 80/15/5 at 2× the rate for 10 s:

@@ -20,7 +20,7 @@ use super::lease::MAX_LEASE;
 /// before then, and refuses its calls locally meanwhile, with that time
 /// as their pushback: near and over the limit, each request leases about
 /// a batch, so Redis sees about one request per batch of admitted calls
-/// (about 40 a second for a tenant at 1 000/s, with the default 25 ms), however
+/// (at most 20 a second per tenant, with the default 50 ms), however
 /// hard the tenant floods. Units not spent within
 /// [`lifetime`](Self::lifetime) of their lease expire (they were taken
 /// from the fleet's bucket: spending them much later would admit above
@@ -128,7 +128,7 @@ impl LeasePolicy {
     }
 
     /// How much of the fleet's rate one lease holds near the limit
-    /// (default 25 ms: 25 units for a tenant at 1 000/s; at most the
+    /// (default 50 ms: 50 units for a tenant at 1 000/s; at most the
     /// burst, at least one unit). Larger makes fewer requests over the
     /// limit, and longer pushbacks there (up to `replicas ×` this); the
     /// units a fleet leaves in its bucket when a flood stops are at most
