@@ -163,10 +163,20 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     let min_interval =
         ticks(u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX));
     let tick = ticks(clock.now());
+    let round_ends = lease.near_limit_until();
+    if round_ends > tick
+        && request.rate.per_second * policy.near_limit_batch_of().as_secs_f64() < 1.0
+    {
+        // A tenant too slow for batches (under one unit a batch): a unit
+        // fetched ahead at the round's end would wait here while the
+        // caller this replica refused retries on another replica, which
+        // would then find the bucket empty. Its next call asks instead.
+        return;
+    }
     let not_before = if answered_at == 0 {
         0
     } else {
-        (answered_at + min_interval).max(lease.near_limit_until())
+        (answered_at + min_interval).max(round_ends)
     };
     if tick < not_before {
         tokio::time::sleep(Duration::from_nanos(nanos(not_before - tick))).await;
