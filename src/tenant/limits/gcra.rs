@@ -46,22 +46,6 @@ impl Gcra {
     }
 }
 
-impl Gcra {
-    /// The parameters of `share` (0 to 1) of `rate`: `share × per_second`
-    /// with a burst of `share × burst` (at least 1).
-    pub(crate) fn of_share(rate: Rate, share: f64) -> Self {
-        let share = share.clamp(0.0, 1.0);
-        let burst = ((f64::from(rate.burst) * share) as u32).max(1);
-        Self::of(
-            Rate {
-                per_second: (rate.per_second * share).max(f64::MIN_POSITIVE),
-                burst,
-            },
-            1,
-        )
-    }
-}
-
 /// One tenant's rate-limit state: its TAT, 0 for a full bucket, and the
 /// interval it was charged with (0 before the first call).
 #[derive(Debug, Default)]

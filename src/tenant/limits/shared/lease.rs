@@ -329,8 +329,15 @@ impl Lease {
     /// [`FALLBACK_SHARE`]); `None` without a recent share (the caller
     /// keeps `rate ÷ replicas`).
     pub(crate) fn fallback(&self, rate: Rate, now: u64) -> Option<Gcra> {
-        self.share(now)
-            .map(|share| Gcra::of_share(rate, share * FALLBACK_SHARE))
+        let share = (self.share(now)? * FALLBACK_SHARE).clamp(0.0, 1.0);
+        let burst = ((f64::from(rate.burst) * share) as u32).max(1);
+        Some(Gcra::of(
+            Rate {
+                per_second: (rate.per_second * share).max(f64::MIN_POSITIVE),
+                burst,
+            },
+            1,
+        ))
     }
 
     /// Ends the request in flight (the next one may start).
@@ -554,6 +561,21 @@ mod tests {
         // Two time constants after the last answer, no share.
         let stale = later + 2 * ticks(TRAFFIC_TIME.as_nanos() as u64) + 1;
         assert_eq!(lease.share(stale), None);
+        // While Redis is down: 95 % of the share, of the rate and of the
+        // burst (at least one call).
+        let rate = Rate::new(1000.0, 400).unwrap();
+        let share = lease.share(later).unwrap() * FALLBACK_SHARE;
+        assert_eq!(
+            lease.fallback(rate, later),
+            Some(Gcra::of(
+                Rate {
+                    per_second: 1000.0 * share,
+                    burst: (400.0 * share) as u32,
+                },
+                1
+            ))
+        );
+        assert_eq!(lease.fallback(rate, stale), None, "rate ÷ replicas then");
         // A replica that charged nothing has no share.
         let idle = Lease::default();
         idle.fill(0, 5, 50, FULL);
