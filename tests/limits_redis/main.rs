@@ -21,9 +21,11 @@ mod accuracy;
 mod auth;
 mod cluster;
 mod fleet;
+mod log;
 #[cfg(feature = "otel")]
 mod metrics;
 mod outage;
 mod pushback_go;
 mod redis_server;
+mod rotation;
 mod work;
