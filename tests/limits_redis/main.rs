@@ -28,4 +28,6 @@ mod outage;
 mod pushback_go;
 mod redis_server;
 mod rotation;
+#[cfg(feature = "limits-redis-tls")]
+mod tls;
 mod work;
