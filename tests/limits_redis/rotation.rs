@@ -1,5 +1,6 @@
 //! Refusals that outlive a connection: the default user's password
-//! rotated (and the clients dropped), an ACL user's keys revoked. Each is
+//! rotated (and the clients dropped), an ACL user's keys revoked, the
+//! primary turned into a replica (`READONLY`, as after a failover). Each is
 //! an outage while it lasts (the backend down, the local fallback
 //! answering, no call waiting on Redis), and once the credentials or the
 //! permissions are back a later heartbeat marks the backend up again and
@@ -285,4 +286,40 @@ async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
         load.slowest()
     );
     check_log(&redis.addr().to_string(), &[ADMIN_PASSWORD, USER_PASSWORD]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
+    log::record();
+    let Some(redis) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+        return;
+    };
+    let Some(primary) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+        return;
+    };
+    let _turn = LOAD.lock().await;
+    let backend = RedisBackend::builder(redis.url())
+        .key_prefix("failover")
+        .heartbeat_interval(HEARTBEAT)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("connect");
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+
+    // A replica now: every script's write is refused (READONLY).
+    let port = primary.port().to_string();
+    let answer = redis.cli(&["REPLICAOF", "127.0.0.1", &port]);
+    assert!(answer.contains("OK"), "REPLICAOF: {answer}");
+    outage(&replica, &load, "the demotion").await;
+
+    let answer = redis.cli(&["REPLICAOF", "NO", "ONE"]);
+    assert!(answer.contains("OK"), "REPLICAOF NO ONE: {answer}");
+    recovery(&replica, Instant::now(), "the promotion").await;
+    check_log(&redis.addr().to_string(), &[]);
 }

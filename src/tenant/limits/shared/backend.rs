@@ -53,6 +53,9 @@ use crate::tenant::limits::limiter::Limiter;
 /// ([`tls_ca_certificate`](RedisBackendBuilder::tls_ca_certificate)), and
 /// presents a client certificate where one is given
 /// ([`tls_client_certificate`](RedisBackendBuilder::tls_client_certificate)).
+/// TLS is redis-rs's own (rustls); where the application has installed no
+/// rustls crypto provider for the process, connecting installs rustls's
+/// ring provider.
 ///
 /// A password (from the URL or [`credentials`](RedisBackendBuilder::credentials))
 /// or a client key appears in no error, log line or `Debug` output.
@@ -319,15 +322,10 @@ impl Backend {
     /// while down, or after an error redis-rs keeps (at most one rebuild
     /// per heartbeat); through the connection now otherwise.
     async fn beat(&self) -> Result<u32, RedisError> {
-        if (!self.breaker.is_up() || self.link.is_stale())
-            && let Err(error) = self.link.rebuild().await
-        {
-            tracing::debug!(
-                redis = self.address,
-                error = describe(&error),
-                "tenant limits: a fresh Redis connection failed"
-            );
-            return Err(error);
+        // A failed rebuild is this heartbeat's failure: the breaker logs
+        // the outage once, not each attempt.
+        if !self.breaker.is_up() || self.link.is_stale() {
+            self.link.rebuild().await?;
         }
         self.heartbeat_once(true).await
     }
