@@ -42,22 +42,21 @@ use crate::tenant::limits::limiter::Limiter;
 /// error redis-rs does not recover from, the heartbeat opens a fresh
 /// connection (with the same address, credentials and TLS settings, at
 /// most one per heartbeat, bounded by four times the
-/// [`timeout`](RedisBackendBuilder::timeout)) and sends its heartbeat
+/// [`timeout`](super::RedisBackendBuilder::timeout)) and sends its heartbeat
 /// through it. Calls never wait on that: with the default settings the
 /// shared buckets are back in use within a heartbeat interval (the probe
 /// runs every quarter interval while down) and the time to connect once
 /// the cause is gone, without a restart.
 ///
 /// Over TLS (`rediss://`, feature `limits-redis-tls`) it trusts the
-/// system's roots or a given CA
-/// ([`tls_ca_certificate`](RedisBackendBuilder::tls_ca_certificate)), and
-/// presents a client certificate where one is given
-/// ([`tls_client_certificate`](RedisBackendBuilder::tls_client_certificate)).
+/// system's roots or a given CA (`RedisBackendBuilder::tls_ca_certificate`),
+/// and presents a client certificate where one is given
+/// (`RedisBackendBuilder::tls_client_certificate`).
 /// TLS is redis-rs's own (rustls); where the application has installed no
 /// rustls crypto provider for the process, connecting installs rustls's
 /// ring provider.
 ///
-/// A password (from the URL or [`credentials`](RedisBackendBuilder::credentials))
+/// A password (from the URL or [`credentials`](super::RedisBackendBuilder::credentials))
 /// or a client key appears in no error, log line or `Debug` output.
 ///
 /// ```no_run

@@ -121,6 +121,7 @@ impl RedisBackendBuilder {
     /// # }
     /// ```
     #[cfg(feature = "limits-redis-tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "limits-redis-tls")))]
     pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.ca = Some(pem.into());
         self
@@ -149,6 +150,7 @@ impl RedisBackendBuilder {
     /// # }
     /// ```
     #[cfg(feature = "limits-redis-tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "limits-redis-tls")))]
     pub fn tls_client_certificate(
         mut self,
         certificate_pem: impl Into<Vec<u8>>,
