@@ -1,9 +1,11 @@
 //! The fleet-wide tenant limits (feature `limits-redis`) against a real
 //! `redis-server` (and a local Redis Cluster) on 127.0.0.1, with real
 //! tonic replicas and clients: accuracy across replicas under uneven load,
-//! Redis killed, restarted and paused, credentials, the cluster, work
-//! units. Where `redis-server` is not installed each test says it is
-//! skipped; with `CI` set it fails instead.
+//! Redis killed, restarted and paused, credentials, refusals that outlive
+//! a connection (a rotated password, revoked ACL keys, a demoted primary),
+//! the cluster, work units, and TLS (feature `limits-redis-tls`). Where
+//! `redis-server` is not installed each test says it is skipped; with
+//! `CI` set it fails instead.
 
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
