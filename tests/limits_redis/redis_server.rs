@@ -1,7 +1,9 @@
 //! A real `redis-server` for the tests: on a free port of 127.0.0.1, in a
 //! temporary directory of its own, stopped (and the directory removed) on
 //! drop; killed with SIGKILL, paused with SIGSTOP, restarted on the same
-//! port. A local 3-primary Redis Cluster of three of them.
+//! port. A local 3-primary Redis Cluster of three of them. Either over
+//! TLS too (`--port 0 --tls-port P`, certificates of a test PKI written
+//! into the server's directory).
 //!
 //! Where `redis-server` is missing, [`RedisServer::start`] prints that the
 //! test is skipped and returns `None`; with `CI` set it panics instead (a
@@ -12,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::stacks::tls::TestCerts;
 use crate::support;
 
 /// A `redis-server` process.
@@ -20,6 +23,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     args: Vec<String>,
+    /// Serving TLS only, with the PEM files in `dir`.
+    tls: bool,
 }
 
 /// Whether `program` runs here; if not, skip (or fail under `CI`).
@@ -65,6 +70,16 @@ impl RedisServer {
     /// and waits until it answers; `None` (after a notice) where
     /// `redis-server` is missing.
     pub async fn start(test: &str, args: &[&str]) -> Option<Self> {
+        Self::start_with(test, None, args).await
+    }
+
+    /// [`start`](Self::start) serving TLS only, with `certs`' server
+    /// certificate and CA (`args` may add `--tls-auth-clients no`, say).
+    pub async fn start_tls(test: &str, certs: &TestCerts, args: &[&str]) -> Option<Self> {
+        Self::start_with(test, Some(certs), args).await
+    }
+
+    async fn start_with(test: &str, certs: Option<&TestCerts>, args: &[&str]) -> Option<Self> {
         if !available("redis-server", test) {
             return None;
         }
@@ -72,19 +87,60 @@ impl RedisServer {
         let dir =
             std::env::temp_dir().join(format!("tonic-hotpath-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the server's directory");
+        if let Some(certs) = certs {
+            for (name, pem) in [
+                ("ca.pem", &certs.ca),
+                ("server.pem", &certs.server.cert),
+                ("server.key", &certs.server.key),
+                ("client.pem", &certs.client.cert),
+                ("client.key", &certs.client.key),
+            ] {
+                std::fs::write(dir.join(name), pem).expect("write a PEM file");
+            }
+        }
         let mut server = Self {
             child: None,
             port,
             dir,
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            tls: certs.is_some(),
         };
         server.spawn().await;
         Some(server)
     }
 
+    /// `--port P`, or over TLS `--port 0 --tls-port P` and the PEM files.
+    fn port_args(&self) -> Vec<String> {
+        let port = self.port.to_string();
+        if !self.tls {
+            return vec!["--port".to_owned(), port];
+        }
+        let file = |name: &str| self.dir.join(name).display().to_string();
+        vec![
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            port,
+            "--tls-cert-file".to_owned(),
+            file("server.pem"),
+            "--tls-key-file".to_owned(),
+            file("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            file("ca.pem"),
+            // What it presents when it connects out (the cluster bus,
+            // which always checks it): the client certificate, whose
+            // EKU is clientAuth (the server's is serverAuth only).
+            "--tls-client-cert-file".to_owned(),
+            file("client.pem"),
+            "--tls-client-key-file".to_owned(),
+            file("client.key"),
+        ]
+    }
+
     async fn spawn(&mut self) {
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(self.port_args())
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -97,6 +153,11 @@ impl RedisServer {
         let addr = self.addr();
         let deadline = support::deadline();
         loop {
+            // Over TLS, listening is enough: nothing is loaded (no
+            // persistence), so it answers as soon as it accepts.
+            if self.tls && TcpStream::connect(addr).is_ok() {
+                return;
+            }
             if let Ok(mut stream) = TcpStream::connect(addr) {
                 use std::io::{Read, Write};
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
@@ -127,9 +188,27 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:<port>/`.
+    /// `redis://127.0.0.1:<port>/` (`rediss://` over TLS).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// redis-cli's TLS options (the CA, the client certificate), if any.
+    fn cli_tls_args(&self) -> Vec<String> {
+        if !self.tls {
+            return Vec::new();
+        }
+        let file = |name: &str| self.dir.join(name).display().to_string();
+        vec![
+            "--tls".to_owned(),
+            "--cacert".to_owned(),
+            file("ca.pem"),
+            "--cert".to_owned(),
+            file("client.pem"),
+            "--key".to_owned(),
+            file("client.key"),
+        ]
     }
 
     /// Kills it with SIGKILL (no shutdown, connections cut) and waits for
@@ -171,6 +250,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
+            .args(self.cli_tls_args())
             .args(args)
             .output()
             .expect("run redis-cli");
@@ -200,25 +280,34 @@ impl RedisCluster {
     /// `redis-cli --cluster create`, and waits until every node says the
     /// cluster is ok; `None` where `redis-server` is missing.
     pub async fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, None).await
+    }
+
+    /// [`start`](Self::start) over TLS (`--tls-cluster yes`: the cluster
+    /// bus too; clients are not asked for certificates, nodes are).
+    pub async fn start_tls(test: &str, certs: &TestCerts) -> Option<Self> {
+        Self::start_with(test, Some(certs)).await
+    }
+
+    async fn start_with(test: &str, certs: Option<&TestCerts>) -> Option<Self> {
         let mut nodes = Vec::new();
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+        ];
+        if certs.is_some() {
+            args.extend(["--tls-cluster", "yes", "--tls-auth-clients", "no"]);
+        }
         for _ in 0..3 {
-            nodes.push(
-                RedisServer::start(
-                    test,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "5000",
-                    ],
-                )
-                .await?,
-            );
+            nodes.push(RedisServer::start_with(test, certs, &args).await?);
         }
         let addresses: Vec<String> = nodes.iter().map(|node| node.addr().to_string()).collect();
         let output = Command::new("redis-cli")
+            .args(nodes[0].cli_tls_args())
             .arg("--cluster")
             .arg("create")
             .args(&addresses)

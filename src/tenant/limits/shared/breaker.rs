@@ -76,7 +76,7 @@ impl Breaker {
             tracing::warn!(
                 redis = address,
                 error = why,
-                "tenant limits: Redis unavailable; each replica falls back to rate ÷ replicas"
+                "tenant limits: Redis unavailable; each replica falls back to its recent share of each tenant's fleet traffic (rate ÷ replicas without one)"
             );
         }
     }

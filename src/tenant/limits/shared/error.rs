@@ -35,6 +35,11 @@ pub enum RedisBackendErrorKind {
     Auth,
     /// No connection: refused, timed out, or lost.
     Unavailable,
+    /// TLS (`rediss://`) failed: a CA certificate, client certificate or
+    /// key that is not valid PEM, a server certificate that is not
+    /// trusted (or not for that host), a client certificate the server
+    /// demands or refuses.
+    Tls,
 }
 
 impl RedisBackendError {
@@ -51,20 +56,22 @@ impl RedisBackendError {
             || error
                 .detail()
                 .is_some_and(|detail| detail.contains("user executing the script can't"));
+        let described = describe(error);
+        let tls = tls_problem(&described);
         let kind = if auth {
             RedisBackendErrorKind::Auth
+        } else if tls.is_some() {
+            RedisBackendErrorKind::Tls
         } else if matches!(error.kind(), redis::ErrorKind::InvalidClientConfig) {
             RedisBackendErrorKind::InvalidConfig
         } else {
             RedisBackendErrorKind::Unavailable
         };
-        Self::new(
-            kind,
-            format!(
-                "Redis at {address}, {doing}: {}",
-                super::backend::describe(error)
-            ),
-        )
+        let message = match tls {
+            Some(problem) => format!("Redis at {address}, {doing}: {problem} ({described})"),
+            None => format!("Redis at {address}, {doing}: {described}"),
+        };
+        Self::new(kind, message)
     }
 
     /// What went wrong.
@@ -80,3 +87,68 @@ impl fmt::Display for RedisBackendError {
 }
 
 impl std::error::Error for RedisBackendError {}
+
+/// What a TLS failure in redis-rs's words (rustls's, through an I/O
+/// error) means, if `described` is one.
+fn tls_problem(described: &str) -> Option<&'static str> {
+    if described.contains("invalid peer certificate") {
+        Some(
+            "TLS: the server's certificate is not trusted (not signed by a trusted CA, \
+             or not valid for this host)",
+        )
+    } else if described.contains("CertificateRequired") {
+        Some("TLS: the server demands a client certificate (`tls_client_certificate`)")
+    } else if described.contains("received fatal alert") {
+        Some("TLS: the server refused the handshake (a client certificate it does not trust?)")
+    } else if described.contains("Unable to build client with TLS parameters") {
+        Some("TLS: the client certificate and key are not usable together")
+    } else {
+        None
+    }
+}
+
+/// A Redis error in words, without anything the URL carried.
+pub(crate) fn describe(error: &RedisError) -> String {
+    // redis-rs writes the kind, code and detail: none of them holds the
+    // connection's credentials.
+    error.to_string()
+}
+
+/// `url` with its password replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_shown_without_its_password() {
+        assert_eq!(
+            redact("redis://limiter:s3cret@host:6379/0"),
+            "redis://limiter:***@host:6379/0"
+        );
+        assert_eq!(redact("redis://:s3cret@host"), "redis://:***@host");
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_refused_certificate_is_a_tls_error() {
+        let io = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        let error = RedisBackendError::from_redis("h:1", "connecting", &RedisError::from(io));
+        assert_eq!(error.kind(), RedisBackendErrorKind::Tls);
+        assert!(error.to_string().contains("not trusted"), "{error}");
+    }
+}

@@ -4,6 +4,8 @@
 mod answer;
 mod backend;
 mod breaker;
+mod builder;
+mod connection;
 mod error;
 mod lease;
 #[cfg(feature = "otel")]
@@ -11,9 +13,12 @@ mod otel;
 mod policy;
 mod requests;
 mod script;
+#[cfg(feature = "limits-redis-tls")]
+mod tls;
 
 pub(crate) use answer::AnswerWait;
-pub use backend::{RedisBackend, RedisBackendBuilder, RedisBackendStatus};
+pub use backend::{RedisBackend, RedisBackendStatus};
+pub use builder::RedisBackendBuilder;
 pub use error::{RedisBackendError, RedisBackendErrorKind};
 pub(crate) use lease::{CreditLimits, Lease, NoCredit, Take, ticks};
 pub use policy::LeasePolicy;

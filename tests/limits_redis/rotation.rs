@@ -1,0 +1,325 @@
+//! Refusals that outlive a connection: the default user's password
+//! rotated (and the clients dropped), an ACL user's keys revoked, the
+//! primary turned into a replica (`READONLY`, as after a failover). Each is
+//! an outage while it lasts (the backend down, the local fallback
+//! answering, no call waiting on Redis), and once the credentials or the
+//! permissions are back a later heartbeat marks the backend up again and
+//! the shared buckets are used again, without a restart. No password
+//! appears in anything logged.
+//!
+//! (redis-rs's connection manager keeps a reconnect that failed on
+//! anything but an I/O error: before the heartbeat rebuilt the
+//! connection, the backend stayed down for good after a rotation.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tonic::Code;
+use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+
+use crate::fleet::{LOAD, Replica};
+use crate::limits_support::request;
+use crate::log;
+use crate::redis_server::RedisServer;
+use crate::support::wait_until;
+
+const OLD_PASSWORD: &str = "rotation-0ld-s3cret";
+const NEW_PASSWORD: &str = "rotation-n3w-s3cret";
+const ADMIN_PASSWORD: &str = "acl-admin-s3cret";
+const USER_PASSWORD: &str = "acl-limiter-s3cret";
+
+/// The backends' heartbeat interval and operation timeout. The timeout is
+/// long enough that a busy machine does not stall an answer past it.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How soon the backend must be up once the cause is gone: a heartbeat
+/// (a quarter interval while down, and the one running may have just
+/// failed), then a fresh connection (at most four timeouts) and the
+/// heartbeat through it (one timeout). Without the rebuild it never is.
+fn recovery_bound() -> Duration {
+    2 * HEARTBEAT + 5 * TIMEOUT
+}
+
+/// The documented bound on a call's wait for Redis is the lease policy's
+/// `answer_wait` (20 ms by default); this one leaves room for a busy
+/// machine's scheduling, and is far below what a call waiting on the
+/// outage would take (the recovery bound, or for ever).
+const CALL_BOUND: Duration = Duration::from_secs(2);
+
+fn limits() -> Limits {
+    Limits::unlimited().with_rate(Rate::new(1000.0, 1000).expect("a valid rate"))
+}
+
+/// Calls of one tenant, one at a time (about one every 2 ms), until
+/// stopped: how many were answered, and the slowest.
+#[derive(Default)]
+struct Load {
+    answered: AtomicU64,
+    slowest_us: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Load {
+    fn start(replica: &Replica) -> Arc<Self> {
+        let load = Arc::new(Self::default());
+        let client = replica.clients[0].clone();
+        let running = Arc::clone(&load);
+        tokio::spawn(async move {
+            while !running.stop.load(Ordering::Relaxed) {
+                let start = Instant::now();
+                let response = client.clone().unary_echo(request(Some("t"), "x")).await;
+                let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+                running.slowest_us.fetch_max(took, Ordering::Relaxed);
+                match response {
+                    Ok(_) => {}
+                    Err(status) if status.code() == Code::ResourceExhausted => {}
+                    Err(status) => panic!("a call failed: {status:?}"),
+                }
+                running.answered.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        load
+    }
+
+    fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    fn slowest(&self) -> Duration {
+        Duration::from_micros(self.slowest_us.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs `redis-cli` with `password` and checks it answered `OK`.
+fn admin(redis: &RedisServer, password: &str, args: &[&str]) {
+    let mut all = vec!["--no-auth-warning", "-a", password];
+    all.extend_from_slice(args);
+    let output = redis.cli(&all);
+    assert!(
+        output.contains("OK") || output.trim().parse::<u64>().is_ok(),
+        "redis-cli {args:?}: {output}"
+    );
+}
+
+/// Waits for the backend to go down while calls are answered, then checks
+/// that calls went on being answered, promptly, while it was down.
+async fn outage(replica: &Replica, load: &Load, what: &str) {
+    let status = || replica.handle.shared_status().expect("shared");
+    wait_until(&format!("the backend down after {what}"), || !status().up).await;
+    let answered = load.answered();
+    wait_until("calls answered while the backend is down", || {
+        load.answered() >= answered + 50
+    })
+    .await;
+    assert!(!status().up, "up again while {what} lasts: {:?}", status());
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?} during {what}",
+        load.slowest()
+    );
+}
+
+/// Waits for the backend to be up again, within [`recovery_bound`] of
+/// `since`, and for lease requests to be answered again.
+async fn recovery(replica: &Replica, since: Instant, what: &str) {
+    let status = || replica.handle.shared_status().expect("shared");
+    let leases = status().leases;
+    wait_until(&format!("the backend up after {what}"), || status().up).await;
+    let took = since.elapsed();
+    eprintln!("{what}: up again after {took:?}");
+    assert!(
+        took <= recovery_bound(),
+        "up again only after {took:?} (bound {:?})",
+        recovery_bound()
+    );
+    wait_until("a lease answered after the recovery", || {
+        status().leases > leases
+    })
+    .await;
+    let status = status();
+    assert!(status.time_down > Duration::ZERO, "{status:?}");
+}
+
+/// The breaker's two log lines for the Redis at `address`, once each, and
+/// no `secrets` in anything logged.
+fn check_log(address: &str, secrets: &[&str]) {
+    let lines = log::lines_with(&format!("redis={address}"));
+    let down = lines
+        .iter()
+        .filter(|line| line.contains("unavailable"))
+        .count();
+    let up = lines
+        .iter()
+        .filter(|line| line.contains("answers again"))
+        .count();
+    assert_eq!((down, up), (1, 1), "one line per transition: {lines:#?}");
+    for line in log::all() {
+        for secret in secrets {
+            assert!(!line.contains(secret), "a password logged: {line}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_password_is_an_outage_until_it_is_back() {
+    log::record();
+    let Some(redis) =
+        RedisServer::start("a_rotated_password", &["--requirepass", OLD_PASSWORD]).await
+    else {
+        return;
+    };
+    let _turn = LOAD.lock().await;
+    let backend = RedisBackend::builder(format!(
+        "redis://:{OLD_PASSWORD}@127.0.0.1:{}/",
+        redis.port()
+    ))
+    .key_prefix("rotation")
+    .heartbeat_interval(HEARTBEAT)
+    .timeout(TIMEOUT)
+    .connect()
+    .await
+    .expect("the password in the URL");
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+
+    // The password rotated, the clients dropped: each reconnect refused.
+    admin(
+        &redis,
+        OLD_PASSWORD,
+        &["CONFIG", "SET", "requirepass", NEW_PASSWORD],
+    );
+    admin(&redis, NEW_PASSWORD, &["CLIENT", "KILL", "TYPE", "normal"]);
+    outage(&replica, &load, "the password's rotation").await;
+
+    // The old password back: a fresh connection is accepted.
+    admin(
+        &redis,
+        NEW_PASSWORD,
+        &["CONFIG", "SET", "requirepass", OLD_PASSWORD],
+    );
+    recovery(&replica, Instant::now(), "the old password back").await;
+    eprintln!("slowest call: {:?}", load.slowest());
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?}",
+        load.slowest()
+    );
+    check_log(&redis.addr().to_string(), &[OLD_PASSWORD, NEW_PASSWORD]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
+    log::record();
+    let Some(redis) =
+        RedisServer::start("an_acl_user_revoked", &["--requirepass", ADMIN_PASSWORD]).await
+    else {
+        return;
+    };
+    admin(
+        &redis,
+        ADMIN_PASSWORD,
+        &[
+            "ACL",
+            "SETUSER",
+            "limiter",
+            "on",
+            &format!(">{USER_PASSWORD}"),
+            "~acl:*",
+            "+@scripting",
+            "+ping",
+            "+time",
+            "+zadd",
+            "+zrem",
+            "+zremrangebyscore",
+            "+pexpire",
+            "+zcard",
+            "+get",
+            "+set",
+        ],
+    );
+    let _turn = LOAD.lock().await;
+    let backend = RedisBackend::builder(format!("redis://127.0.0.1:{}/", redis.port()))
+        .credentials(Some("limiter"), USER_PASSWORD)
+        .key_prefix("acl:r")
+        .heartbeat_interval(HEARTBEAT)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("the ACL user");
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+
+    // No key allowed any more: every script is refused (NOPERM).
+    admin(
+        &redis,
+        ADMIN_PASSWORD,
+        &["ACL", "SETUSER", "limiter", "resetkeys"],
+    );
+    outage(&replica, &load, "the keys' revocation").await;
+
+    admin(
+        &redis,
+        ADMIN_PASSWORD,
+        &["ACL", "SETUSER", "limiter", "~acl:*"],
+    );
+    recovery(&replica, Instant::now(), "the keys back").await;
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?}",
+        load.slowest()
+    );
+    check_log(&redis.addr().to_string(), &[ADMIN_PASSWORD, USER_PASSWORD]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
+    log::record();
+    let Some(redis) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+        return;
+    };
+    let Some(primary) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+        return;
+    };
+    let _turn = LOAD.lock().await;
+    let backend = RedisBackend::builder(redis.url())
+        .key_prefix("failover")
+        .heartbeat_interval(HEARTBEAT)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("connect");
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+
+    // A replica now: every script's write is refused (READONLY).
+    let port = primary.port().to_string();
+    let answer = redis.cli(&["REPLICAOF", "127.0.0.1", &port]);
+    assert!(answer.contains("OK"), "REPLICAOF: {answer}");
+    outage(&replica, &load, "the demotion").await;
+
+    let answer = redis.cli(&["REPLICAOF", "NO", "ONE"]);
+    assert!(answer.contains("OK"), "REPLICAOF NO ONE: {answer}");
+    recovery(&replica, Instant::now(), "the promotion").await;
+    check_log(&redis.addr().to_string(), &[]);
+}
