@@ -65,7 +65,7 @@ async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_p
             .all(|replica| replica.handle.replicas() == 3)
     })
     .await;
-    // Twice the work rate in requests (200/s of 100 samples), 80/15/5, 6 s.
+    // Twice the work rate in requests (200/s of 100 samples), 80/15/5, 10 s.
     let answers: Vec<Arc<Answers>> = replicas.iter().map(|_| Arc::default()).collect();
     let run = offer_message(
         &replicas,
@@ -73,7 +73,7 @@ async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_p
         "t",
         &SAMPLES.to_string(),
         200,
-        Duration::from_secs(6),
+        Duration::from_secs(10),
         weighted([16, 3, 1]),
     )
     .await;
