@@ -238,7 +238,7 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            return match state.admit(limits.max_in_flight, rate) {
+            return match state.admit(limits.max_in_flight, rate, || self.tenants.now()) {
                 Ok(()) => Ok(Some(Charged {
                     state: Arc::clone(state),
                     limits,
@@ -280,7 +280,8 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let (admitted, request) = state.admit_fleet(limits.max_in_flight, check);
+            let (admitted, request) =
+                state.admit_fleet(limits.max_in_flight, check, || self.tenants.now());
             if request {
                 shared.request(state, key.id, Bucket::Calls, fleet);
             }
