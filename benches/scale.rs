@@ -45,6 +45,8 @@ mod clock;
 mod in_process;
 #[path = "scale/loopback.rs"]
 mod loopback;
+#[path = "../tests/limits_support/operator.rs"]
+mod operator;
 #[path = "../tests/otel_support/mod.rs"]
 mod otel_support;
 #[cfg(feature = "orca")]

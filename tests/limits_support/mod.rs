@@ -6,6 +6,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod grpc_go;
+#[cfg(all(feature = "otel", feature = "channelz", feature = "limits"))]
+pub mod operator;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

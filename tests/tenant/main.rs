@@ -1,7 +1,9 @@
 //! The tenant tests, one binary (`cargo test --test tenant`), each former
 //! test file a module: `tenant_limits_file` and `tenant_limits_file_log`
-//! need the `limits-file` feature, `tenant_limits_otel` the `otel` feature
-//! and `tenant_limits_file_otel` both, so they are built only with them.
+//! need the `limits-file` feature, `tenant_limits_otel` the `otel` feature,
+//! `tenant_limits_file_otel` both, and `tenant_limits_operator` the
+//! `otel`, `channelz` and `binlog` features, so they are built only with
+//! them.
 
 #[path = "../go_interop/mod.rs"]
 mod go_interop;
@@ -12,6 +14,12 @@ mod limits_support;
 mod otel_support;
 #[path = "../stacks/mod.rs"]
 mod stacks;
+/// For `tenant_limits_operator` (the in-process calls); its counting
+/// allocator (the same file as `tenant_support`'s) is not this binary's.
+#[cfg(all(feature = "otel", feature = "channelz", feature = "binlog"))]
+#[allow(clippy::duplicate_mod)]
+#[path = "../stats_harness/mod.rs"]
+mod stats_harness;
 #[path = "../support/mod.rs"]
 mod support;
 #[path = "../tenant_support/mod.rs"]
@@ -36,6 +44,8 @@ mod tenant_limits_file_log;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
 mod tenant_limits_file_otel;
 mod tenant_limits_interop_go;
+#[cfg(all(feature = "otel", feature = "channelz", feature = "binlog"))]
+mod tenant_limits_operator;
 #[cfg(feature = "otel")]
 mod tenant_limits_otel;
 mod tenant_limits_pushback;

@@ -120,19 +120,20 @@ impl Account {
         self
     }
 
-    /// Takes `units` from the tenant's work bucket at `now`, or refuses.
+    /// Takes `units` from the tenant's work bucket at `now` (read off
+    /// `clock`, which a refusal reads again), or refuses.
     #[inline]
-    fn charge(&self, now: u64, units: u64) -> Result<Charge, LimitError> {
+    fn charge(&self, now: u64, units: u64, clock: impl Fn() -> u64) -> Result<Charge, LimitError> {
         #[cfg(feature = "limits-redis")]
         if let Some((shared, fleet)) = &self.fleet
             && shared.is_up()
         {
-            return self.charge_fleet(shared, *fleet, now, units);
+            return self.charge_fleet(shared, *fleet, now, units, clock);
         }
         if units > u64::from(self.rate.burst) {
             return Err(self.refusal(self.rate, units));
         }
-        match self.state.charge_work(self.gcra, now, units) {
+        match self.state.charge_work(self.gcra, now, units, clock) {
             Ok(()) => Ok(Charge::Local),
             Err(wait) => Err(self
                 .refusal(self.rate, units)
@@ -149,6 +150,7 @@ impl Account {
         fleet: Rate,
         now: u64,
         units: u64,
+        clock: impl Fn() -> u64,
     ) -> Result<Charge, LimitError> {
         if units > u64::from(fleet.burst) {
             return Err(self.refusal(fleet, units));
@@ -157,9 +159,13 @@ impl Account {
         let tick = ticks(now);
         let (charged, request) = match lease.take(units, tick) {
             Take::Taken { request } => (Ok(Charge::Leased), request),
-            Take::Dry => match lease.credit(units, tick, shared.credit_limits(fleet.burst), || {
-                self.state.charge_work(self.gcra, now, units)
-            }) {
+            Take::Dry => match lease.credit(
+                units,
+                tick,
+                || ticks(clock()),
+                shared.credit_limits(fleet.burst),
+                || self.state.charge_work(self.gcra, now, units, &clock),
+            ) {
                 Ok(request) => (Ok(Charge::Credit), request),
                 Err(NoCredit { wait, request, .. }) => (
                     Err(self
@@ -225,8 +231,8 @@ impl TenantBudget {
         }
         let now = self.clock.now();
         match &self.accounts {
-            Accounts::One(account) => account.charge(now, units).map(drop),
-            Accounts::Many(accounts) => charge_all(accounts, now, units),
+            Accounts::One(account) => account.charge(now, units, || self.clock.now()).map(drop),
+            Accounts::Many(accounts) => charge_all(accounts, now, units, || self.clock.now()),
         }
     }
 
@@ -256,13 +262,18 @@ impl TenantBudget {
 
 /// Charges every account `units`, all or none.
 #[cold]
-fn charge_all(accounts: &[Account], now: u64, units: u64) -> Result<(), LimitError> {
+fn charge_all(
+    accounts: &[Account],
+    now: u64,
+    units: u64,
+    clock: impl Fn() -> u64 + Copy,
+) -> Result<(), LimitError> {
     if units == 0 {
         return Ok(());
     }
     let mut charges = Vec::with_capacity(accounts.len());
     for account in accounts {
-        match account.charge(now, units) {
+        match account.charge(now, units, clock) {
             Ok(charge) => charges.push(charge),
             Err(refused) => {
                 for (account, charge) in accounts.iter().zip(charges) {
@@ -349,7 +360,7 @@ mod tests {
     #[test]
     fn a_charge_above_the_burst_is_refused_without_pushback_or_tokens() {
         let account = account("team-a", 1.0, 10);
-        let refused = account.charge(SECOND, 11).unwrap_err();
+        let refused = account.charge(SECOND, 11, || SECOND).unwrap_err();
         assert_eq!(
             refused.limit(),
             LimitKind::WorkRate {
@@ -363,21 +374,21 @@ mod tests {
             "work rate limit (1 per second, burst 10) exceeded for tenant \"team-a\" by a \
              charge of 11"
         );
-        assert!(account.charge(SECOND, 10).is_ok());
-        let refused = account.charge(SECOND, 3).unwrap_err();
+        assert!(account.charge(SECOND, 10, || SECOND).is_ok());
+        let refused = account.charge(SECOND, 3, || SECOND).unwrap_err();
         assert_eq!(refused.retry_after(), Some(Duration::from_secs(3)));
-        assert!(account.charge(SECOND, 0).is_ok());
+        assert!(account.charge(SECOND, 0, || SECOND).is_ok());
     }
 
     #[test]
     fn a_federated_charge_is_all_or_none() {
         let accounts = [account("a", 1.0, 10), account("b", 1.0, 4)];
-        assert_eq!(charge_all(&accounts, SECOND, 3), Ok(()));
-        let refused = charge_all(&accounts, SECOND, 3).unwrap_err();
+        assert_eq!(charge_all(&accounts, SECOND, 3, || SECOND), Ok(()));
+        let refused = charge_all(&accounts, SECOND, 3, || SECOND).unwrap_err();
         assert_eq!(refused.tenant(), "b");
         // a got its 3 back: 7 left there, 1 in b.
-        assert!(accounts[0].charge(SECOND, 7).is_ok());
-        assert!(accounts[1].charge(SECOND, 1).is_ok());
+        assert!(accounts[0].charge(SECOND, 7, || SECOND).is_ok());
+        assert!(accounts[1].charge(SECOND, 1, || SECOND).is_ok());
     }
 
     #[test]

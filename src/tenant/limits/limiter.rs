@@ -240,7 +240,7 @@ impl Limiter {
                 .get_or_insert(key, limits.overridden, config, &guard);
             #[cfg(feature = "limits-redis")]
             let rate = fallback_by_share(config, limits, state, rate);
-            return match state.admit(limits.max_in_flight, rate) {
+            return match state.admit(limits.max_in_flight, rate, || self.tenants.now()) {
                 Ok(()) => Ok(Some(Charged {
                     state: Arc::clone(state),
                     limits,
@@ -282,7 +282,8 @@ impl Limiter {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let (admitted, request) = state.admit_fleet(limits.max_in_flight, check);
+            let (admitted, request) =
+                state.admit_fleet(limits.max_in_flight, check, || self.tenants.now());
             if request {
                 shared.request(state, key.id, Bucket::Calls, fleet);
             }

@@ -104,17 +104,19 @@ pub(crate) struct FleetCheck {
 
 impl TenantState {
     /// Admits a call under `max_in_flight` and, with `rate`, the rate's
-    /// parameters at `now`: takes a token, then an in-flight place. A
-    /// refused call writes nothing (a token taken for a call then refused
-    /// for its in-flight limit is given back).
+    /// parameters at `now` (read off `clock`, which a refusal reads
+    /// again: see `GcraState::try_acquire`): takes a token, then an
+    /// in-flight place. A refused call writes nothing (a token taken for a
+    /// call then refused for its in-flight limit is given back).
     #[inline]
     pub(crate) fn admit(
         &self,
         max_in_flight: Option<u32>,
         rate: Option<(Gcra, u64)>,
+        clock: impl Fn() -> u64,
     ) -> Result<(), NotAdmitted> {
         if let Some((gcra, now)) = rate
-            && let Err(wait) = self.rate.try_acquire(gcra, now)
+            && let Err(wait) = self.rate.try_acquire(gcra, now, clock)
         {
             return Err(self.unless_evicted(NotAdmitted::Rate { wait }));
         }
@@ -152,14 +154,19 @@ impl TenantState {
         &self,
         max_in_flight: Option<u32>,
         check: FleetCheck,
+        clock: impl Fn() -> u64,
     ) -> (Result<Token, NotAdmitted>, bool) {
         let tick = ticks(check.now);
         let (token, request) = match self.call_lease.take(1, tick) {
             Take::Taken { request } => (Token::Leased, request),
             Take::Dry => {
-                match self.call_lease.credit(1, tick, check.credit, || {
-                    self.rate.try_acquire(check.local, check.now)
-                }) {
+                match self.call_lease.credit(
+                    1,
+                    tick,
+                    || ticks(clock()),
+                    check.credit,
+                    || self.rate.try_acquire(check.local, check.now, &clock),
+                ) {
                     Ok(request) => (Token::Credit(check.local), request),
                     Err(NoCredit {
                         wait,
@@ -220,10 +227,17 @@ impl TenantState {
     }
 
     /// Takes `n` work units (at most the burst) from the work bucket at
-    /// `now`, all or none; refused, how long (ns) until it holds them.
+    /// `now` (read off `clock`, which a refusal reads again), all or
+    /// none; refused, how long (ns) until it holds them.
     #[inline]
-    pub(crate) fn charge_work(&self, gcra: Gcra, now: u64, n: u64) -> Result<(), u64> {
-        self.work.try_acquire_n(gcra, now, n)
+    pub(crate) fn charge_work(
+        &self,
+        gcra: Gcra,
+        now: u64,
+        n: u64,
+        clock: impl Fn() -> u64,
+    ) -> Result<(), u64> {
+        self.work.try_acquire_n(gcra, now, n, clock)
     }
 
     /// Gives back `n` work units taken by [`charge_work`](Self::charge_work).
@@ -415,34 +429,43 @@ impl Hasher for PassThroughHasher {
 mod tests {
     use super::*;
 
+    /// A clock standing still at the `now` the calls are given (0).
+    const STILL: fn() -> u64 = || 0;
+
     #[test]
     fn the_in_flight_limit_is_exact_and_places_come_back_on_drop() {
         let state = Arc::new(TenantState::default());
         let slots: Vec<Slot> = (0..5)
-            .filter(|_| state.admit(Some(3), None).is_ok())
+            .filter(|_| state.admit(Some(3), None, STILL).is_ok())
             .map(|_| Slot::one(Arc::clone(&state)))
             .collect();
         assert_eq!(slots.len(), 3);
-        assert_eq!(state.admit(Some(3), None), Err(NotAdmitted::InFlight));
+        assert_eq!(
+            state.admit(Some(3), None, STILL),
+            Err(NotAdmitted::InFlight)
+        );
         drop(slots);
         assert_eq!(state.in_flight(), 0);
-        assert_eq!(state.admit(Some(0), None), Err(NotAdmitted::InFlight));
+        assert_eq!(
+            state.admit(Some(0), None, STILL),
+            Err(NotAdmitted::InFlight)
+        );
     }
 
     #[test]
     fn a_call_refused_for_in_flight_keeps_its_token() {
         let gcra = Gcra::of(super::super::config::Rate::new(1.0, 2).unwrap(), 1);
         let state = TenantState::default();
-        assert!(state.admit(Some(1), Some((gcra, 0))).is_ok());
+        assert!(state.admit(Some(1), Some((gcra, 0)), STILL).is_ok());
         assert_eq!(
-            state.admit(Some(1), Some((gcra, 0))),
+            state.admit(Some(1), Some((gcra, 0)), STILL),
             Err(NotAdmitted::InFlight)
         );
         state.release();
-        assert!(state.admit(Some(1), Some((gcra, 0))).is_ok());
+        assert!(state.admit(Some(1), Some((gcra, 0)), STILL).is_ok());
         state.release();
         assert_eq!(
-            state.admit(None, Some((gcra, 0))),
+            state.admit(None, Some((gcra, 0)), STILL),
             Err(NotAdmitted::Rate {
                 wait: 1_000_000_000
             })
@@ -453,15 +476,15 @@ mod tests {
     fn only_an_unseen_idle_full_state_is_evicted_and_then_refuses_everything() {
         let gcra = Gcra::of(super::super::config::Rate::new(1.0, 1).unwrap(), 1);
         let state = TenantState::default();
-        assert!(state.admit(None, Some((gcra, 0))).is_ok());
+        assert!(state.admit(None, Some((gcra, 0)), STILL).is_ok());
         assert!(!state.sweep(0), "seen: kept, SEEN cleared");
         assert!(!state.sweep(0), "in flight: kept");
         state.release();
         assert!(!state.sweep(1), "bucket not full yet: kept");
         assert!(state.sweep(2_000_000_000));
-        assert_eq!(state.admit(None, None), Err(NotAdmitted::Evicted));
+        assert_eq!(state.admit(None, None, STILL), Err(NotAdmitted::Evicted));
         assert_eq!(
-            state.admit(None, Some((gcra, 0))),
+            state.admit(None, Some((gcra, 0)), STILL),
             Err(NotAdmitted::Evicted)
         );
     }
@@ -483,8 +506,8 @@ mod tests {
     fn a_state_whose_work_bucket_is_not_full_is_kept() {
         let gcra = Gcra::of(super::super::config::Rate::new(1.0, 10).unwrap(), 1);
         let state = TenantState::default();
-        assert_eq!(state.charge_work(gcra, 0, 4), Ok(()));
-        assert_eq!(state.charge_work(gcra, 0, 7), Err(1_000_000_000));
+        assert_eq!(state.charge_work(gcra, 0, 4, STILL), Ok(()));
+        assert_eq!(state.charge_work(gcra, 0, 7, STILL), Err(1_000_000_000));
         assert!(!state.sweep(0), "work bucket not full: kept");
         assert!(!state.sweep(3_999_999_999), "still not full");
         state.refund_work(gcra, 4);

@@ -145,7 +145,8 @@ impl Lease {
             });
     }
 
-    /// Admits `n` units on credit, when the fleet's bucket was not nearly
+    /// Admits `n` units on credit at tick `now` (`fresh` reads the clock
+    /// again, in ticks), when the fleet's bucket was not nearly
     /// empty at the last answer and the debt stays within `max_debt` (or
     /// is 0: one charge at a time may always go on credit). `local` is the
     /// fallback bucket's verdict, asked only then. The debt is charged to
@@ -163,6 +164,7 @@ impl Lease {
         &self,
         n: u64,
         now: u64,
+        fresh: impl FnOnce() -> u64,
         limits: CreditLimits,
         local: impl FnOnce() -> Result<(), u64>,
     ) -> Result<bool, NoCredit> {
@@ -172,7 +174,15 @@ impl Lease {
         if status & NEAR_LIMIT != 0 {
             // Before the tick the last answer named, the fleet's bucket
             // holds no batch for this replica whatever other replicas did
-            // since (they only take units): nothing to ask.
+            // since (they only take units): nothing to ask. `now` was read
+            // before this state was loaded (a thread preempted in between
+            // would hold an old one): a refusal is judged by a reading
+            // taken after the load, `fresh` ticks, never earlier than `now`.
+            let now = if dry_until > now {
+                fresh().max(now)
+            } else {
+                now
+            };
             let known = dry_until > now;
             let request = !known && status & REQUESTING == 0 && self.start_request();
             let wait = nanos(dry_until.saturating_sub(now)).max(min_wait);
@@ -436,26 +446,33 @@ mod tests {
     fn credit_is_given_while_the_fleet_has_units_within_the_debt_bound() {
         let lease = Lease::default();
         let ok = || Ok(());
-        assert_eq!(lease.credit(3, 0, BOUNDS, ok), Ok(true), "first: request");
-        assert_eq!(lease.credit(1, 0, BOUNDS, ok), Ok(false), "in flight");
         assert_eq!(
-            lease.credit(1, 0, BOUNDS, ok),
+            lease.credit(3, 0, || 0, BOUNDS, ok),
+            Ok(true),
+            "first: request"
+        );
+        assert_eq!(lease.credit(1, 0, || 0, BOUNDS, ok), Ok(false), "in flight");
+        assert_eq!(
+            lease.credit(1, 0, || 0, BOUNDS, ok),
             refused(7, false, true),
             "over the bound: the answer in flight is due"
         );
         lease.forgive(1);
         assert_eq!(lease.debt(), 3);
-        assert!(lease.credit(1, 0, BOUNDS, ok).is_ok(), "3 + 1 within 4");
+        assert!(
+            lease.credit(1, 0, || 0, BOUNDS, ok).is_ok(),
+            "3 + 1 within 4"
+        );
         lease.paid(4);
         assert_eq!(lease.debt(), 0);
         lease.finish();
         assert_eq!(
-            lease.credit(1, 0, BOUNDS, || Err(3)),
+            lease.credit(1, 0, || 0, BOUNDS, || Err(3)),
             refused(7, true, true),
             "the local bucket refuses: the fleet judges (a request, its answer due)"
         );
         assert_eq!(
-            lease.credit(9, 0, BOUNDS, ok),
+            lease.credit(9, 0, || 0, BOUNDS, ok),
             Ok(false),
             "no debt: one charge (its request is the one in flight)"
         );
@@ -487,7 +504,7 @@ mod tests {
             max_debt: 100,
             min_wait: 1,
         };
-        let refused_at = |now| lease.credit(1, now, bounds, || Ok(())).unwrap_err();
+        let refused_at = |now| lease.credit(1, now, || now, bounds, || Ok(())).unwrap_err();
         assert_eq!(
             refused_at(12),
             NoCredit {
@@ -530,7 +547,7 @@ mod tests {
         assert_eq!(lease.near_limit_until(), 15);
         // At tick 14 the answer (tick 10) is old, but other replicas only
         // take units: the bucket holds no batch before tick 15.
-        let refused = lease.credit(1, 14, bounds, || Ok(())).unwrap_err();
+        let refused = lease.credit(1, 14, || 14, bounds, || Ok(())).unwrap_err();
         assert_eq!(
             refused,
             NoCredit {
@@ -540,6 +557,30 @@ mod tests {
             }
         );
         assert!(!lease.requesting());
+    }
+
+    #[test]
+    fn a_call_preempted_after_reading_the_clock_is_judged_by_a_later_reading() {
+        let lease = near_the_limit();
+        let bounds = CreditLimits {
+            max_debt: 100,
+            min_wait: 1,
+        };
+        // The call read tick 12, then slept past the named tick 15: by the
+        // reading after the load the wait is over, so the fleet judges it.
+        let refused = lease.credit(1, 12, || 16, bounds, || Ok(())).unwrap_err();
+        assert_eq!(
+            refused,
+            NoCredit {
+                wait: 1,
+                request: true,
+                answer_due: true,
+            }
+        );
+        lease.finish();
+        // A reading that is not later than `now` does not move it back.
+        let refused = lease.credit(1, 13, || 11, bounds, || Ok(())).unwrap_err();
+        assert_eq!(refused.wait, nanos(2));
     }
 
     #[test]
