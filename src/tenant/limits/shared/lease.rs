@@ -10,17 +10,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::script::TRAFFIC_TIME;
+use super::share::TrafficShare;
 use crate::tenant::limits::config::Rate;
 use crate::tenant::limits::gcra::Gcra;
-
-/// The part of its share of the fleet's traffic a replica admits while
-/// Redis is down. Shares are read at each replica's last answer, not at
-/// one instant, and a lease's grant moves its replica's part at once (a
-/// 500 ms lease of the busiest replica moves its share by up to about 2 %
-/// at the default 5 s time constant): 5 % below the share keeps the sum
-/// of the replicas' fallback rates under the fleet's.
-const FALLBACK_SHARE: f64 = 0.95;
 
 /// Nanoseconds to ticks.
 pub(crate) const fn ticks(nanos: u64) -> u64 {
@@ -93,11 +85,9 @@ pub(crate) struct Lease {
     /// Written and read by requests only (one at a time): the units in
     /// stock right after the last answer (low 24 bits) and its tick.
     history: AtomicU64,
-    /// Written by requests only: this replica's part of the fleet's
-    /// traffic on the bucket (the units it charged, decayed as the fleet's
-    /// are: an `f32`, low 32 bits) and that part's share of the fleet's
-    /// (in 2^-32ths, high 32 bits; 0 before the first answer).
-    traffic: AtomicU64,
+    /// Written by requests only: this replica's share of the fleet's
+    /// traffic on the bucket.
+    traffic: TrafficShare,
 }
 
 impl Lease {
@@ -297,57 +287,15 @@ impl Lease {
 
     /// An answer at tick `now`, the previous one at tick `before` (0:
     /// none): this replica charged `charged` units, and the fleet's
-    /// traffic is now `fleet` (units, decayed). Updates this replica's
-    /// part (decayed alike) and its share.
+    /// traffic is now `fleet` (see [`TrafficShare::record`]).
     pub(crate) fn record_traffic(&self, charged: u64, fleet: f64, now: u64, before: u64) {
-        let traffic = self.traffic.load(Ordering::Acquire);
-        let mine = f64::from(f32::from_bits(traffic as u32));
-        let elapsed = nanos(now.saturating_sub(before)) as f64 / 1e9;
-        let decayed = if before == 0 {
-            0.0
-        } else {
-            mine * (-elapsed / TRAFFIC_TIME.as_secs_f64()).exp()
-        };
-        let mine = decayed + charged as f64;
-        let share = if fleet > 0.0 {
-            (mine / fleet).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let share_bits = (share * f64::from(u32::MAX)) as u64;
-        self.traffic.store(
-            (share_bits << 32) | u64::from((mine as f32).to_bits()),
-            Ordering::Release,
-        );
+        self.traffic.record(charged, fleet, now, before);
     }
 
-    /// This replica's share of the fleet's traffic on the bucket at its
-    /// last answer, if that answer is at most two traffic time constants
-    /// old at tick `now` and this replica charged any of it.
-    pub(crate) fn share(&self, now: u64) -> Option<f64> {
-        let (_, answered_at) = self.history();
-        let recent = ticks(u64::try_from((TRAFFIC_TIME * 2).as_nanos()).unwrap_or(u64::MAX));
-        if answered_at == 0 || now > answered_at.saturating_add(recent) {
-            return None;
-        }
-        let share = (self.traffic.load(Ordering::Acquire) >> 32) as f64 / f64::from(u32::MAX);
-        (share > 0.0).then_some(share)
-    }
-
-    /// The fallback bucket while Redis is down, at tick `now`: `rate` times
-    /// this replica's recent share of the fleet's traffic (less a margin,
-    /// [`FALLBACK_SHARE`]); `None` without a recent share (the caller
-    /// keeps `rate ÷ replicas`).
+    /// The fallback bucket while Redis is down, at tick `now` (see
+    /// [`TrafficShare::fallback`]).
     pub(crate) fn fallback(&self, rate: Rate, now: u64) -> Option<Gcra> {
-        let share = (self.share(now)? * FALLBACK_SHARE).clamp(0.0, 1.0);
-        let burst = ((f64::from(rate.burst) * share) as u32).max(1);
-        Some(Gcra::of(
-            Rate {
-                per_second: (rate.per_second * share).max(f64::MIN_POSITIVE),
-                burst,
-            },
-            1,
-        ))
+        self.traffic.fallback(rate, self.history().1, now)
     }
 
     /// Ends the request in flight (the next one may start).
@@ -581,46 +529,5 @@ mod tests {
         // A reading that is not later than `now` does not move it back.
         let refused = lease.credit(1, 13, || 11, bounds, || Ok(())).unwrap_err();
         assert_eq!(refused.wait, nanos(2));
-    }
-
-    #[test]
-    fn a_share_is_this_replicas_decayed_part_of_the_fleets_traffic() {
-        let lease = Lease::default();
-        assert_eq!(lease.share(0), None, "no answer yet");
-        lease.fill(40, 100, 2000, FULL);
-        lease.record_traffic(40, 100.0, 100, 0);
-        let share = lease.share(100).expect("a share");
-        assert!((share - 0.4).abs() < 1e-6, "{share}");
-        // One time constant later: this replica's part decayed by 1/e,
-        // plus 10; the fleet's (decayed alike by Redis) is 50.
-        let later = 100 + ticks(TRAFFIC_TIME.as_nanos() as u64);
-        lease.fill(10, later, later + 2000, FULL);
-        lease.record_traffic(10, 50.0, later, 100);
-        let expected = (40.0 * (-1.0f64).exp() + 10.0) / 50.0;
-        let share = lease.share(later).expect("a share");
-        assert!((share - expected).abs() < 1e-3, "{share} vs {expected}");
-        // Two time constants after the last answer, no share.
-        let stale = later + 2 * ticks(TRAFFIC_TIME.as_nanos() as u64) + 1;
-        assert_eq!(lease.share(stale), None);
-        // While Redis is down: 95 % of the share, of the rate and of the
-        // burst (at least one call).
-        let rate = Rate::new(1000.0, 400).unwrap();
-        let share = lease.share(later).unwrap() * FALLBACK_SHARE;
-        assert_eq!(
-            lease.fallback(rate, later),
-            Some(Gcra::of(
-                Rate {
-                    per_second: 1000.0 * share,
-                    burst: (400.0 * share) as u32,
-                },
-                1
-            ))
-        );
-        assert_eq!(lease.fallback(rate, stale), None, "rate ÷ replicas then");
-        // A replica that charged nothing has no share.
-        let idle = Lease::default();
-        idle.fill(0, 5, 50, FULL);
-        idle.record_traffic(0, 80.0, 5, 0);
-        assert_eq!(idle.share(5), None);
     }
 }

@@ -13,6 +13,7 @@ mod otel;
 mod policy;
 mod requests;
 mod script;
+mod share;
 #[cfg(feature = "limits-redis-tls")]
 mod tls;
 
