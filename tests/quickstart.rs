@@ -63,6 +63,7 @@ const FEATURES: &[(&str, bool)] = &[
     ("limits-file", cfg!(feature = "limits-file")),
     ("binlog", cfg!(feature = "binlog")),
     ("limits-redis", cfg!(feature = "limits-redis")),
+    ("limits-redis-tls", cfg!(feature = "limits-redis-tls")),
     ("orca", cfg!(feature = "orca")),
     ("grpc", cfg!(feature = "grpc")),
     ("default", cfg!(feature = "default")),
