@@ -93,7 +93,8 @@ pub(crate) struct Account {
 /// Where a charge's units came from, to give them back.
 #[derive(Debug, Clone, Copy)]
 enum Charge {
-    Local,
+    /// From the local bucket, with these parameters.
+    Local(Gcra),
     #[cfg(feature = "limits-redis")]
     Leased,
     #[cfg(feature = "limits-redis")]
@@ -130,15 +131,30 @@ impl Account {
         {
             return self.charge_fleet(shared, *fleet, now, units, clock);
         }
-        if units > u64::from(self.rate.burst) {
-            return Err(self.refusal(self.rate, units));
+        let (rate, gcra) = self.local(now);
+        if units > u64::from(rate.burst) {
+            return Err(self.refusal(rate, units));
         }
-        match self.state.charge_work(self.gcra, now, units, clock) {
-            Ok(()) => Ok(Charge::Local),
+        match self.state.charge_work(gcra, now, units, clock) {
+            Ok(()) => Ok(Charge::Local(gcra)),
             Err(wait) => Err(self
-                .refusal(self.rate, units)
+                .refusal(rate, units)
                 .with_retry_after(Duration::from_nanos(wait))),
         }
+    }
+
+    /// The local work bucket at `now`: with a shared backend that is
+    /// down, the tenant's recent share of the fleet's work traffic on this
+    /// replica, if known; otherwise the work rate in force (÷ replicas).
+    #[inline]
+    fn local(&self, #[allow(unused)] now: u64) -> (Rate, Gcra) {
+        #[cfg(feature = "limits-redis")]
+        if let Some((_, fleet)) = &self.fleet
+            && let Some(share) = self.state.work_lease.fallback(*fleet, ticks(now))
+        {
+            return share;
+        }
+        (self.rate, self.gcra)
     }
 
     /// [`charge`](Self::charge) against the fleet-wide work rate: from the
@@ -184,7 +200,7 @@ impl Account {
     /// Gives back `units` charged at `now` as `charge`.
     fn refund(&self, charge: Charge, #[allow(unused)] now: u64, units: u64) {
         match charge {
-            Charge::Local => self.state.refund_work(self.gcra, units),
+            Charge::Local(gcra) => self.state.refund_work(gcra, units),
             #[cfg(feature = "limits-redis")]
             Charge::Leased => self.state.work_lease.give_back(units, ticks(now)),
             #[cfg(feature = "limits-redis")]

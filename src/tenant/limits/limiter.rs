@@ -368,7 +368,7 @@ fn fallback_by_share(
             state
                 .call_lease
                 .fallback(fleet, crate::tenant::limits::shared::ticks(now))
-                .unwrap_or(local),
+                .map_or(local, |(_, gcra)| gcra),
             now,
         )),
         _ => rate,

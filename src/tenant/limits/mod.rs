@@ -169,18 +169,21 @@
 //!   bucket (the units every replica charged, decayed with a 5 s time
 //!   constant) and the replica keeps its own part alike, so its share is
 //!   `its part ÷ the fleet's`; it then admits `0.95 × share × rate` with
-//!   a burst of `0.95 × share × burst` (at least 1). The shares of one
-//!   instant sum to at most 1; read at different answers, the busiest
-//!   replica's latest grant can lift the sum by about 2 %, which the 5 %
-//!   margin covers, so the fleet stays under the rate: measured with Redis
-//!   killed under the 80/15/5 split at 2× the rate, the fleet admitted
-//!   0.98 R, where `rate ÷ replicas` admits 333 + 300 + 100 = 0.73 R.
-//!   A replica without a share (no
-//!   lease answer in the last 10 s, or none with units for it) falls back
+//!   a burst of `0.95 × share × burst` (at least 1). The share is of
+//!   the traffic before the replica's latest lease (a lease is charged
+//!   whole when granted: counting its own fresh one beside the others'
+//!   older ones would overstate it), so the shares of one instant sum to
+//!   at most about 1; read at different answers, the 5 % margin keeps the
+//!   fleet under the rate: measured with Redis killed under the 80/15/5
+//!   split at 2× the rate, the fleet admitted 0.94–0.95 R of calls and
+//!   0.96–0.97 of its work rate, where `rate ÷ replicas` admits 0.73 R
+//!   (333, 300 and 100 calls/s). A replica without a share (fewer than
+//!   two lease answers, none in the last 10 s, or none with units for it)
+//!   falls back
 //!   to `rate ÷ replicas` and `burst ÷ replicas`, `replicas` being the
 //!   count alive at the last heartbeat (each replica heartbeats a sorted
-//!   set every second; alive for 3 s). Work rates fall back to
-//!   `rate ÷ replicas`.
+//!   set every second; alive for 3 s). Work rates fall back alike, by
+//!   the replica's share of the tenant's work traffic.
 //!   While down, the heartbeat probes every 250 ms; the first success
 //!   marks it up and the fleet's buckets are used again (a Redis that lost
 //!   its data starts them full). The change each way is logged once

@@ -294,7 +294,7 @@ impl Lease {
 
     /// The fallback bucket while Redis is down, at tick `now` (see
     /// [`TrafficShare::fallback`]).
-    pub(crate) fn fallback(&self, rate: Rate, now: u64) -> Option<Gcra> {
+    pub(crate) fn fallback(&self, rate: Rate, now: u64) -> Option<(Rate, Gcra)> {
         self.traffic.fallback(rate, self.history().1, now)
     }
 

@@ -11,10 +11,10 @@ use crate::tenant::limits::gcra::Gcra;
 
 /// The part of its share of the fleet's traffic a replica admits while
 /// Redis is down. Shares are read at each replica's last answer, not at
-/// one instant, and a lease's grant moves its replica's part at once (a
-/// 500 ms lease of the busiest replica moves its share by up to about 2 %
-/// at the default 5 s time constant): 5 % below the share keeps the sum
-/// of the replicas' fallback rates under the fleet's.
+/// one instant: while the split moves, or the fleet's decayed traffic is
+/// still growing (seconds after a tenant's first call), those of
+/// different answers may sum to a little over 1. 5 % below the share
+/// keeps the sum of the replicas' fallback rates under the fleet's.
 pub(crate) const FALLBACK_SHARE: f64 = 0.95;
 
 /// This replica's part of the fleet's traffic on a bucket (the units it
@@ -28,8 +28,16 @@ pub(crate) struct TrafficShare(AtomicU64);
 impl TrafficShare {
     /// An answer at tick `now`, the previous one at tick `before` (0:
     /// none): this replica charged `charged` units, and the fleet's
-    /// traffic is now `fleet` (units, decayed). Updates this replica's
-    /// part (decayed alike) and its share.
+    /// traffic is now `fleet` (units, decayed, these included). Updates
+    /// this replica's part (decayed alike) and its share.
+    ///
+    /// The share is of the traffic before this answer: a lease is charged
+    /// whole when it is granted, and a replica that counted its own fresh
+    /// lease (up to half a second of its calls, a sixth of the fleet's
+    /// decayed traffic for the busiest replica under 80/15/5) beside the
+    /// others' older ones would overstate its share. Left out, its own
+    /// lease counts from its next answer on, and the shares of the fleet
+    /// sum to at most about 1.
     pub(crate) fn record(&self, charged: u64, fleet: f64, now: u64, before: u64) {
         let word = self.0.load(Ordering::Acquire);
         let mine = f64::from(f32::from_bits(word as u32));
@@ -39,12 +47,13 @@ impl TrafficShare {
         } else {
             mine * (-elapsed / TRAFFIC_TIME.as_secs_f64()).exp()
         };
-        let mine = decayed + charged as f64;
-        let share = if fleet > 0.0 {
-            (mine / fleet).clamp(0.0, 1.0)
+        let others_and_mine = fleet - charged as f64;
+        let share = if others_and_mine > 0.0 {
+            (decayed / others_and_mine).clamp(0.0, 1.0)
         } else {
             0.0
         };
+        let mine = decayed + charged as f64;
         let share_bits = (share * f64::from(u32::MAX)) as u64;
         self.0.store(
             (share_bits << 32) | u64::from((mine as f32).to_bits()),
@@ -68,16 +77,13 @@ impl TrafficShare {
     /// this replica's recent share (less a margin, [`FALLBACK_SHARE`]),
     /// with a burst cut alike (at least 1); `None` without a recent share
     /// (the caller keeps `rate ÷ replicas`).
-    pub(crate) fn fallback(&self, rate: Rate, answered_at: u64, now: u64) -> Option<Gcra> {
+    pub(crate) fn fallback(&self, rate: Rate, answered_at: u64, now: u64) -> Option<(Rate, Gcra)> {
         let share = (self.at(answered_at, now)? * FALLBACK_SHARE).clamp(0.0, 1.0);
-        let burst = ((f64::from(rate.burst) * share) as u32).max(1);
-        Some(Gcra::of(
-            Rate {
-                per_second: (rate.per_second * share).max(f64::MIN_POSITIVE),
-                burst,
-            },
-            1,
-        ))
+        let local = Rate {
+            per_second: (rate.per_second * share).max(f64::MIN_POSITIVE),
+            burst: ((f64::from(rate.burst) * share) as u32).max(1),
+        };
+        Some((local, Gcra::of(local, 1)))
     }
 }
 
@@ -86,17 +92,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_share_is_this_replicas_decayed_part_of_the_fleets_traffic() {
+    fn a_share_is_this_replicas_decayed_part_of_the_fleets_traffic_before_its_lease() {
         let traffic = TrafficShare::default();
         assert_eq!(traffic.at(0, 0), None, "no answer yet");
         traffic.record(40, 100.0, 100, 0);
-        let share = traffic.at(100, 100).expect("a share");
-        assert!((share - 0.4).abs() < 1e-6, "{share}");
-        // One time constant later: this replica's part decayed by 1/e,
-        // plus 10; the fleet's (decayed alike by Redis) is 50.
+        assert_eq!(
+            traffic.at(100, 100),
+            None,
+            "its first lease counts from the next answer on"
+        );
+        // One time constant later: this replica's 40 decayed by 1/e; the
+        // fleet's traffic (decayed alike by Redis) is 50 with this
+        // answer's 10, 40 without.
         let later = 100 + ticks(TRAFFIC_TIME.as_nanos() as u64);
         traffic.record(10, 50.0, later, 100);
-        let expected = (40.0 * (-1.0f64).exp() + 10.0) / 50.0;
+        let expected = 40.0 * (-1.0f64).exp() / 40.0;
+        let share = traffic.at(later, later).expect("a share");
+        assert!((share - expected).abs() < 1e-3, "{share} vs {expected}");
+        // The next answer at once: (14.7 + 10) of 60 − 5.
+        traffic.record(5, 60.0, later, later);
+        let expected = (40.0 * (-1.0f64).exp() + 10.0) / 55.0;
         let share = traffic.at(later, later).expect("a share");
         assert!((share - expected).abs() < 1e-3, "{share} vs {expected}");
         // Two time constants after the last answer, no share.
@@ -106,15 +121,13 @@ mod tests {
         // burst (at least one call).
         let rate = Rate::new(1000.0, 400).unwrap();
         let share = share * FALLBACK_SHARE;
+        let local = Rate {
+            per_second: 1000.0 * share,
+            burst: (400.0 * share) as u32,
+        };
         assert_eq!(
             traffic.fallback(rate, later, later),
-            Some(Gcra::of(
-                Rate {
-                    per_second: 1000.0 * share,
-                    burst: (400.0 * share) as u32,
-                },
-                1
-            ))
+            Some((local, Gcra::of(local, 1)))
         );
         assert_eq!(
             traffic.fallback(rate, later, stale),
@@ -124,6 +137,7 @@ mod tests {
         // A replica that charged nothing has no share.
         let idle = TrafficShare::default();
         idle.record(0, 80.0, 5, 0);
-        assert_eq!(idle.at(5, 5), None);
+        idle.record(0, 90.0, 6, 5);
+        assert_eq!(idle.at(6, 6), None);
     }
 }
