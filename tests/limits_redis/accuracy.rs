@@ -43,12 +43,23 @@ pub async fn shared_fleet_with(
     limits: Limits,
     timeout: Duration,
 ) -> Vec<Replica> {
+    fleet_beating(redis, prefix, limits, timeout, Duration::from_millis(200)).await
+}
+
+/// [`shared_fleet_with`], each replica's heartbeat every `heartbeat`.
+pub async fn fleet_beating(
+    redis: &RedisServer,
+    prefix: &str,
+    limits: Limits,
+    timeout: Duration,
+    heartbeat: Duration,
+) -> Vec<Replica> {
     let mut replicas = Vec::new();
     for _ in 0..3 {
         let backend = RedisBackend::builder(redis.url())
             .key_prefix(prefix)
             .timeout(timeout)
-            .heartbeat_interval(Duration::from_millis(200))
+            .heartbeat_interval(heartbeat)
             .connect()
             .await
             .expect("connect to redis-server");
@@ -69,17 +80,6 @@ fn budget(span: Duration) -> f64 {
 }
 
 fn report(name: &str, run: &Run) {
-    let per_replica: Vec<String> = run
-        .answers
-        .iter()
-        .map(|answers| {
-            format!(
-                "{}/{}",
-                answers.admitted(),
-                answers.admitted() + answers.refused()
-            )
-        })
-        .collect();
     let slowest = run
         .answers
         .iter()
@@ -99,7 +99,7 @@ fn report(name: &str, run: &Run) {
         run.longest,
         budget(run.shortest),
         budget(run.longest),
-        per_replica.join(", ")
+        run.per_replica()
     );
 }
 

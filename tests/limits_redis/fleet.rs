@@ -105,6 +105,21 @@ impl Run {
     pub fn admitted(&self) -> u64 {
         self.answers.iter().map(|answers| answers.admitted()).sum()
     }
+
+    /// Each replica's `admitted/offered`, for a report.
+    pub fn per_replica(&self) -> String {
+        self.answers
+            .iter()
+            .map(|answers| {
+                format!(
+                    "{}/{}",
+                    answers.admitted(),
+                    answers.admitted() + answers.refused()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// Offers calls of `tenant` at `per_second` for `duration`, call `i` to

@@ -252,15 +252,7 @@ async fn a_killed_redis_under_an_uneven_load_falls_back_by_share_near_the_fleet_
         "killed under 80/15/5 at 2×: fallback {fallback:.0} admitted/s ({:.2} R) of {delivered:.0} \
          calls/s delivered; per replica admitted/offered {}",
         fallback / RATE,
-        run.answers
-            .iter()
-            .map(|answers| format!(
-                "{}/{}",
-                answers.admitted(),
-                answers.admitted() + answers.refused()
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
+        run.per_replica()
     );
     assert!(
         fallback <= 1.02 * RATE,

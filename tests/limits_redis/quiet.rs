@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{Limits, Rate};
 
+use crate::accuracy::fleet_beating;
 use crate::fleet::{LOAD, Replica, Run, offer, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
 
 const RATE: f64 = 1000.0;
 const BURST: u32 = 2000;
@@ -23,23 +23,14 @@ const LOAD_TIME: Duration = Duration::from_secs(10);
 /// Redis that answers).
 async fn fleet(redis: &RedisServer, prefix: &str) -> Vec<Replica> {
     let limits = Limits::unlimited().with_rate(Rate::new(RATE, BURST).expect("a valid rate"));
-    let mut replicas = Vec::new();
-    for _ in 0..3 {
-        let backend = RedisBackend::builder(redis.url())
-            .key_prefix(prefix)
-            .timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .expect("connect to redis-server");
-        replicas.push(Replica::start(TenantLimitLayer::new(limits).shared(backend)).await);
-    }
-    wait_until("each replica to count three replicas", || {
-        replicas
-            .iter()
-            .all(|replica| replica.handle.replicas() == 3)
-    })
-    .await;
-    replicas
+    fleet_beating(
+        redis,
+        prefix,
+        limits,
+        Duration::from_secs(10),
+        Duration::from_secs(1),
+    )
+    .await
 }
 
 /// Redis commands so far: lease requests (answered or not) and heartbeats.
@@ -90,15 +81,7 @@ async fn one_load(redis: &RedisServer, times: u64) -> Vec<String> {
         budget(run.shortest),
         budget(run.longest),
         (leases + beats) as f64 * 1000.0 / admitted,
-        run.answers
-            .iter()
-            .map(|answers| format!(
-                "{}/{}",
-                answers.admitted(),
-                answers.admitted() + answers.refused()
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
+        run.per_replica()
     );
     for replica in &replicas {
         let status = replica.handle.shared_status().expect("a shared backend");
