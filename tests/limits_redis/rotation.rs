@@ -1,6 +1,7 @@
 //! Refusals that outlive a connection: the default user's password
 //! rotated (and the clients dropped), an ACL user's keys revoked, the
-//! primary turned into a replica (`READONLY`, as after a failover). Each is
+//! primary turned into a replica (`READONLY`, as after a failover), the
+//! password of every node of a Redis Cluster rotated. Each is
 //! an outage while it lasts (the backend down, the local fallback
 //! answering, no call waiting on Redis), and once the credentials or the
 //! permissions are back a later heartbeat marks the backend up again and
@@ -21,7 +22,7 @@ use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer
 use crate::fleet::{LOAD, Replica};
 use crate::limits_support::request;
 use crate::log;
-use crate::redis_server::RedisServer;
+use crate::redis_server::{RedisCluster, RedisServer};
 use crate::support::wait_until;
 
 const OLD_PASSWORD: &str = "rotation-0ld-s3cret";
@@ -322,4 +323,62 @@ async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
     assert!(answer.contains("OK"), "REPLICAOF NO ONE: {answer}");
     recovery(&replica, Instant::now(), "the promotion").await;
     check_log(&redis.addr().to_string(), &[]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
+    log::record();
+    let Some(cluster) = RedisCluster::start("a_rotated_password_on_a_cluster").await else {
+        return;
+    };
+    let _turn = LOAD.lock().await;
+    for node in &cluster.nodes {
+        let set = node.cli(&["CONFIG", "SET", "requirepass", OLD_PASSWORD]);
+        assert!(set.contains("OK"), "CONFIG SET requirepass: {set}");
+    }
+    let backend = RedisBackend::builder("unused")
+        .cluster(cluster.urls())
+        .credentials(None, OLD_PASSWORD)
+        .key_prefix("rotation-cluster")
+        .heartbeat_interval(HEARTBEAT)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("the cluster with the password from code");
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+
+    // Every node's password rotated, its clients dropped.
+    for node in &cluster.nodes {
+        admin(
+            node,
+            OLD_PASSWORD,
+            &["CONFIG", "SET", "requirepass", NEW_PASSWORD],
+        );
+        admin(node, NEW_PASSWORD, &["CLIENT", "KILL", "TYPE", "normal"]);
+    }
+    outage(&replica, &load, "the cluster's password rotation").await;
+
+    for node in &cluster.nodes {
+        admin(
+            node,
+            NEW_PASSWORD,
+            &["CONFIG", "SET", "requirepass", OLD_PASSWORD],
+        );
+    }
+    recovery(&replica, Instant::now(), "the cluster's old password back").await;
+    eprintln!("slowest call: {:?}", load.slowest());
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?}",
+        load.slowest()
+    );
+    check_log(
+        &cluster.nodes[0].addr().to_string(),
+        &[OLD_PASSWORD, NEW_PASSWORD],
+    );
 }
