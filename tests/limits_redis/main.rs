@@ -22,6 +22,7 @@ mod support;
 mod accuracy;
 mod auth;
 mod cluster;
+mod federated;
 mod fleet;
 mod log;
 #[cfg(feature = "otel")]

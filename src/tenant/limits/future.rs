@@ -156,16 +156,29 @@ where
                         ))));
                     };
                     let AnswerDue {
+                        #[cfg(feature = "limits-redis")]
+                        answer,
                         mut service,
                         request,
                         limiter,
-                        ..
                     } = *answer_due;
                     let mut budget = None;
-                    match limiter.admit(&request, &mut budget) {
+                    // Judged again; a federated call may wait for its next
+                    // tenant's answer, within the same deadline.
+                    #[cfg(feature = "limits-redis")]
+                    let judged = limiter.admit_again(&request, &mut budget, answer.deadline());
+                    #[cfg(not(feature = "limits-redis"))]
+                    let judged = limiter
+                        .admit(&request, &mut budget)
+                        .map_err(super::limiter::NotYet::Refused);
+                    match judged {
                         Ok(slot) => call_admitted(&mut service, request, slot, budget),
-                        Err(refused) => {
+                        Err(super::limiter::NotYet::Refused(refused)) => {
                             ResponseFuture::refused(Refusal::of(request.headers(), refused))
+                        }
+                        #[cfg(feature = "limits-redis")]
+                        Err(super::limiter::NotYet::AnswerDue(answer)) => {
+                            ResponseFuture::answer_due(answer, service, request, limiter)
                         }
                     }
                 }

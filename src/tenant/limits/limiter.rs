@@ -117,7 +117,7 @@ impl Limiter {
         request: &http::Request<B>,
         budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, LimitError> {
-        self.admit_with::<B, false>(request, budget)
+        self.admit_with::<B, false>(request, budget, None)
             .map_err(|not_yet| match not_yet {
                 NotYet::Refused(refused) => refused,
                 #[cfg(feature = "limits-redis")]
@@ -134,7 +134,25 @@ impl Limiter {
         request: &http::Request<B>,
         budget: &mut Option<TenantBudget>,
     ) -> Result<Option<Slot>, NotYet> {
-        self.admit_with::<B, true>(request, budget)
+        self.admit_with::<B, true>(request, budget, None)
+    }
+
+    /// [`admit_or_wait`](Self::admit_or_wait) for a call judged again
+    /// after waiting for an answer: it may wait for another (a federated
+    /// call's next tenant), but not past `until`, the end of its first
+    /// wait; from then on it is judged at once.
+    #[cfg(feature = "limits-redis")]
+    #[cold]
+    pub(crate) fn admit_again<B>(
+        &self,
+        request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
+        until: std::time::Instant,
+    ) -> Result<Option<Slot>, NotYet> {
+        if std::time::Instant::now() >= until {
+            return self.admit(request, budget).map_err(NotYet::Refused);
+        }
+        self.admit_with::<B, true>(request, budget, Some(until))
     }
 
     /// [`admit`](Self::admit); with `WAIT`, [`admit_or_wait`](Self::admit_or_wait).
@@ -143,15 +161,16 @@ impl Limiter {
         &self,
         request: &http::Request<B>,
         budget: &mut Option<TenantBudget>,
+        until: Option<std::time::Instant>,
     ) -> Result<Option<Slot>, NotYet> {
         let config = self.config.load();
         if !config.in_scope(request.uri().path()) {
             return Ok(None);
         }
-        let admitted = match tenants_of(request) {
-            None => return Ok(None),
+        match tenants_of(request) {
+            None => Ok(None),
             Some(Tenants::One(id)) => match self.charge(&config, id) {
-                Ok(None) => return Ok(None),
+                Ok(None) => Ok(None),
                 Ok(Some(charged)) => {
                     if charged.limits.work.is_some() {
                         *budget = Some(self.budget_of(&config, id, &charged));
@@ -159,21 +178,50 @@ impl Limiter {
                     Ok(Some(Slot::one(charged.state)))
                 }
                 Err(refused) => {
-                    #[cfg(feature = "limits-redis")]
-                    if WAIT && let Some((state, shared)) = &refused.answer_due {
-                        return match AnswerWait::new(state, shared) {
-                            Some(wait) => Err(NotYet::AnswerDue(wait)),
-                            // It landed already: judge the call again now.
-                            None => self.admit_with::<B, false>(request, budget),
-                        };
-                    }
-                    Err(refusal(&config, id, refused))
+                    self.not_yet::<B, WAIT>(&config, id, refused, request, budget, until)
                 }
             },
-            Some(Tenants::Many(ids)) => self.charge_all(&config, ids, budget),
-            Some(Tenants::Parsed(ids)) => self.charge_all(&config, ids.as_slice(), budget),
-        };
-        admitted.map_err(|refused| NotYet::Refused(self.refused(&config, refused)))
+            Some(Tenants::Many(ids)) => match self.charge_all(&config, ids, budget) {
+                Ok(slot) => Ok(slot),
+                Err((id, refused)) => {
+                    self.not_yet::<B, WAIT>(&config, id.as_str(), refused, request, budget, until)
+                }
+            },
+            Some(Tenants::Parsed(ids)) => match self.charge_all(&config, ids.as_slice(), budget) {
+                Ok(slot) => Ok(slot),
+                Err((id, refused)) => {
+                    self.not_yet::<B, WAIT>(&config, id.as_str(), refused, request, budget, until)
+                }
+            },
+        }
+    }
+
+    /// A call refused for tenant `id`: with `WAIT`, told to wait for the
+    /// answer due on that tenant's lease, if one is (then judged again,
+    /// whole: a federated call's other tenants too); otherwise the
+    /// refusal, reported to the observer.
+    #[cold]
+    #[inline(never)]
+    fn not_yet<B, const WAIT: bool>(
+        &self,
+        config: &Snapshot,
+        id: &str,
+        refused: Refused<'_>,
+        #[allow(unused)] request: &http::Request<B>,
+        #[allow(unused)] budget: &mut Option<TenantBudget>,
+        #[allow(unused)] until: Option<std::time::Instant>,
+    ) -> Result<Option<Slot>, NotYet> {
+        #[cfg(feature = "limits-redis")]
+        if WAIT && let Some((state, shared)) = &refused.answer_due {
+            return match AnswerWait::new(state, shared, until) {
+                Some(wait) => Err(NotYet::AnswerDue(wait)),
+                // It landed already: judge the call again now.
+                None => self.admit_with::<B, false>(request, budget, None),
+            };
+        }
+        Err(NotYet::Refused(
+            self.refused(config, refusal(config, id, refused)),
+        ))
     }
 
     /// Reports a refusal to the observer.
@@ -315,14 +363,15 @@ impl Limiter {
     /// Charges a federated call to each of its tenants (sorted, distinct):
     /// admitted only if every one of them is under its limits; on the
     /// first one over, the tenants already charged get their place and
-    /// token back. Admitted, the tenants with a work rate make `budget`.
+    /// token back, and that tenant and why are the error. Admitted, the
+    /// tenants with a work rate make `budget`.
     #[cold]
-    fn charge_all(
+    fn charge_all<'c>(
         &self,
-        config: &Snapshot,
+        config: &'c Snapshot,
         ids: &[OrgId],
         budget: &mut Option<TenantBudget>,
-    ) -> Result<Option<Slot>, LimitError> {
+    ) -> Result<Option<Slot>, (OrgId, Refused<'c>)> {
         let mut charged: Vec<Charged<'_>> = Vec::with_capacity(ids.len());
         let mut accounts = Vec::new();
         for id in ids {
@@ -340,7 +389,7 @@ impl Limiter {
                     drop(Slot::many(
                         charged.into_iter().map(|one| one.state).collect(),
                     ));
-                    return Err(refusal(config, id.as_str(), refused));
+                    return Err((id.clone(), refused));
                 }
             }
         }

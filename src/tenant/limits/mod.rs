@@ -135,10 +135,10 @@
 //!   replica that has not seen the tenant asks the fleet), or one that
 //!   finds the bucket nearly empty by an answer whose wait is over. Past
 //!   the 20 ms (a slow or paused Redis) it is refused with a 10 ms
-//!   pushback.
-//!   Only a single tenant's call waits; a federated call is refused at
-//!   once by what the replica knows. The wait needs the inner service to
-//!   be `Clone` (tonic's are), as tower's own waiting middleware does.
+//!   pushback. A federated call waits too, for each of its tenants'
+//!   answers in turn, all within that one 20 ms. The wait needs the inner
+//!   service to be `Clone` (tonic's are), as tower's own waiting
+//!   middleware does.
 //! - **Bounds.** Leased units were taken from the fleet's bucket before
 //!   they are spent, so they never admit beyond `burst + rate × T`. Units
 //!   admitted on credit are at most `max(1, 5 % × burst)` per replica and

@@ -22,10 +22,15 @@ pub(crate) struct AnswerWait {
 
 impl AnswerWait {
     /// Waits for the answer due on `state`'s call lease, if it is still in
-    /// flight (`None` if it landed already: judge the call again now).
+    /// flight (`None` if it landed already: judge the call again now), at
+    /// most until `until`, or the policy's `answer_wait` from now.
     #[cold]
     #[inline(never)]
-    pub(crate) fn new(state: &TenantState, shared: &SharedLimits) -> Option<Self> {
+    pub(crate) fn new(
+        state: &TenantState,
+        shared: &SharedLimits,
+        until: Option<std::time::Instant>,
+    ) -> Option<Self> {
         // Listen first, then look: an answer that lands in between wakes
         // the listener; one that landed before cleared the mark.
         let answered = state.answered.listen();
@@ -35,8 +40,19 @@ impl AnswerWait {
         // The backend's runtime has a timer (its operations time out); the
         // server's may not.
         let _runtime = shared.backend().inner.runtime.enter();
-        let deadline = Box::pin(tokio::time::sleep(shared.answer_wait()));
+        let deadline = match until {
+            Some(until) => tokio::time::Instant::from_std(until),
+            None => tokio::time::Instant::now() + shared.answer_wait(),
+        };
+        let deadline = Box::pin(tokio::time::sleep_until(deadline));
         Some(Self { answered, deadline })
+    }
+
+    /// When the wait ends at the latest: a call judged again after it
+    /// that must wait for another answer (a federated call's next tenant)
+    /// waits no later than this.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        self.deadline.deadline().into_std()
     }
 }
 
