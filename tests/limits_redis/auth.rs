@@ -4,34 +4,30 @@
 
 use tonic_hotpath::tenant::limits::{RedisBackend, RedisBackendErrorKind};
 
-use crate::redis_server::RedisServer;
+use crate::redis_server::{BACKEND_COMMANDS, RedisServer};
 
 const PASSWORD: &str = "default-s3cret";
 const USER_PASSWORD: &str = "limiter-s3cret";
 
 async fn secured() -> Option<RedisServer> {
     let redis = RedisServer::start("credentials", &["--requirepass", PASSWORD]).await?;
-    let created = redis.cli(&[
-        "--no-auth-warning",
-        "-a",
-        PASSWORD,
-        "ACL",
-        "SETUSER",
-        "limiter",
-        "on",
-        &format!(">{USER_PASSWORD}"),
-        "~limits:*",
-        "+@scripting",
-        "+ping",
-        "+time",
-        "+zadd",
-        "+zrem",
-        "+zremrangebyscore",
-        "+pexpire",
-        "+zcard",
-        "+get",
-        "+set",
-    ]);
+    let user_password = format!(">{USER_PASSWORD}");
+    let created = redis.cli(
+        &[
+            "--no-auth-warning",
+            "-a",
+            PASSWORD,
+            "ACL",
+            "SETUSER",
+            "limiter",
+            "on",
+            user_password.as_str(),
+            "~limits:*",
+        ]
+        .into_iter()
+        .chain(BACKEND_COMMANDS.iter().copied())
+        .collect::<Vec<_>>(),
+    );
     assert!(created.contains("OK"), "ACL SETUSER: {created}");
     Some(redis)
 }

@@ -17,6 +17,22 @@ use std::time::Duration;
 use crate::stacks::tls::TestCerts;
 use crate::support;
 
+/// The commands the backend sends (its scripts and what they call, the
+/// `PING` that checks a connection): an ACL user for it needs these, and
+/// its key prefix.
+pub const BACKEND_COMMANDS: &[&str] = &[
+    "+@scripting",
+    "+ping",
+    "+time",
+    "+zadd",
+    "+zrem",
+    "+zremrangebyscore",
+    "+pexpire",
+    "+zcard",
+    "+get",
+    "+set",
+];
+
 /// A `redis-server` process.
 pub struct RedisServer {
     child: Option<Child>,

@@ -12,17 +12,20 @@
 //! anything but an I/O error: before the heartbeat rebuilt the
 //! connection, the backend stayed down for good after a rotation.)
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::tenant::limits::{
+    Limits, Rate, RedisBackend, RedisBackendBuilder, TenantLimitLayer,
+};
 
 use crate::fleet::{LOAD, Replica};
 use crate::limits_support::request;
 use crate::log;
-use crate::redis_server::{RedisCluster, RedisServer};
+use crate::redis_server::{BACKEND_COMMANDS, RedisCluster, RedisServer};
 use crate::support::wait_until;
 
 const OLD_PASSWORD: &str = "rotation-0ld-s3cret";
@@ -53,13 +56,12 @@ fn limits() -> Limits {
     Limits::unlimited().with_rate(Rate::new(1000.0, 1000).expect("a valid rate"))
 }
 
-/// Calls of one tenant, one at a time (about one every 2 ms), until
-/// stopped: how many were answered, and the slowest.
+/// Calls of one tenant, one at a time (about one every 2 ms), until the
+/// test drops its handle: how many were answered, and the slowest.
 #[derive(Default)]
 struct Load {
     answered: AtomicU64,
     slowest_us: AtomicU64,
-    stop: AtomicBool,
 }
 
 impl Load {
@@ -68,7 +70,9 @@ impl Load {
         let client = replica.clients[0].clone();
         let running = Arc::clone(&load);
         tokio::spawn(async move {
-            while !running.stop.load(Ordering::Relaxed) {
+            // The test's handle and this one: once the test's is gone,
+            // nobody reads the figures.
+            while Arc::strong_count(&running) > 1 {
                 let start = Instant::now();
                 let response = client.clone().unary_echo(request(Some("t"), "x")).await;
                 let took = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -91,12 +95,6 @@ impl Load {
 
     fn slowest(&self) -> Duration {
         Duration::from_micros(self.slowest_us.load(Ordering::Relaxed))
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -150,6 +148,37 @@ async fn recovery(replica: &Replica, since: Instant, what: &str) {
     assert!(status.time_down > Duration::ZERO, "{status:?}");
 }
 
+/// A replica sharing the buckets of `backend` (connected with the
+/// heartbeat and timeout above; `what` says what it connects with), and
+/// calls of one tenant running against it, once a lease was answered.
+async fn serving(backend: RedisBackendBuilder, what: &str) -> (Replica, Arc<Load>) {
+    let backend = backend
+        .heartbeat_interval(HEARTBEAT)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect(what);
+    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
+    let load = Load::start(&replica);
+    wait_until("a lease answered", || {
+        replica.handle.shared_status().expect("shared").leases > 0
+    })
+    .await;
+    (replica, load)
+}
+
+/// After a recovery: no call waited on Redis, and the log (see
+/// [`check_log`]) of the Redis at `address`.
+fn answered_promptly_and_logged(load: &Load, address: SocketAddr, secrets: &[&str]) {
+    eprintln!("slowest call: {:?}", load.slowest());
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?}",
+        load.slowest()
+    );
+    check_log(&address.to_string(), secrets);
+}
+
 /// The breaker's two log lines for the Redis at `address`, once each, and
 /// no `secrets` in anything logged.
 fn check_log(address: &str, secrets: &[&str]) {
@@ -179,21 +208,14 @@ async fn a_rotated_password_is_an_outage_until_it_is_back() {
         return;
     };
     let _turn = LOAD.lock().await;
-    let backend = RedisBackend::builder(format!(
-        "redis://:{OLD_PASSWORD}@127.0.0.1:{}/",
-        redis.port()
-    ))
-    .key_prefix("rotation")
-    .heartbeat_interval(HEARTBEAT)
-    .timeout(TIMEOUT)
-    .connect()
-    .await
-    .expect("the password in the URL");
-    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
-    let load = Load::start(&replica);
-    wait_until("a lease answered", || {
-        replica.handle.shared_status().expect("shared").leases > 0
-    })
+    let (replica, load) = serving(
+        RedisBackend::builder(format!(
+            "redis://:{OLD_PASSWORD}@127.0.0.1:{}/",
+            redis.port()
+        ))
+        .key_prefix("rotation"),
+        "the password in the URL",
+    )
     .await;
 
     // The password rotated, the clients dropped: each reconnect refused.
@@ -212,13 +234,7 @@ async fn a_rotated_password_is_an_outage_until_it_is_back() {
         &["CONFIG", "SET", "requirepass", OLD_PASSWORD],
     );
     recovery(&replica, Instant::now(), "the old password back").await;
-    eprintln!("slowest call: {:?}", load.slowest());
-    assert!(
-        load.slowest() < CALL_BOUND,
-        "a call waited {:?}",
-        load.slowest()
-    );
-    check_log(&redis.addr().to_string(), &[OLD_PASSWORD, NEW_PASSWORD]);
+    answered_promptly_and_logged(&load, redis.addr(), &[OLD_PASSWORD, NEW_PASSWORD]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,32 +255,18 @@ async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
             "on",
             &format!(">{USER_PASSWORD}"),
             "~acl:*",
-            "+@scripting",
-            "+ping",
-            "+time",
-            "+zadd",
-            "+zrem",
-            "+zremrangebyscore",
-            "+pexpire",
-            "+zcard",
-            "+get",
-            "+set",
-        ],
+        ]
+        .into_iter()
+        .chain(BACKEND_COMMANDS.iter().copied())
+        .collect::<Vec<_>>(),
     );
     let _turn = LOAD.lock().await;
-    let backend = RedisBackend::builder(format!("redis://127.0.0.1:{}/", redis.port()))
-        .credentials(Some("limiter"), USER_PASSWORD)
-        .key_prefix("acl:r")
-        .heartbeat_interval(HEARTBEAT)
-        .timeout(TIMEOUT)
-        .connect()
-        .await
-        .expect("the ACL user");
-    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
-    let load = Load::start(&replica);
-    wait_until("a lease answered", || {
-        replica.handle.shared_status().expect("shared").leases > 0
-    })
+    let (replica, load) = serving(
+        RedisBackend::builder(format!("redis://127.0.0.1:{}/", redis.port()))
+            .credentials(Some("limiter"), USER_PASSWORD)
+            .key_prefix("acl:r"),
+        "the ACL user",
+    )
     .await;
 
     // No key allowed any more: every script is refused (NOPERM).
@@ -281,12 +283,7 @@ async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
         &["ACL", "SETUSER", "limiter", "~acl:*"],
     );
     recovery(&replica, Instant::now(), "the keys back").await;
-    assert!(
-        load.slowest() < CALL_BOUND,
-        "a call waited {:?}",
-        load.slowest()
-    );
-    check_log(&redis.addr().to_string(), &[ADMIN_PASSWORD, USER_PASSWORD]);
+    answered_promptly_and_logged(&load, redis.addr(), &[ADMIN_PASSWORD, USER_PASSWORD]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,18 +296,10 @@ async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
         return;
     };
     let _turn = LOAD.lock().await;
-    let backend = RedisBackend::builder(redis.url())
-        .key_prefix("failover")
-        .heartbeat_interval(HEARTBEAT)
-        .timeout(TIMEOUT)
-        .connect()
-        .await
-        .expect("connect");
-    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
-    let load = Load::start(&replica);
-    wait_until("a lease answered", || {
-        replica.handle.shared_status().expect("shared").leases > 0
-    })
+    let (replica, load) = serving(
+        RedisBackend::builder(redis.url()).key_prefix("failover"),
+        "connect",
+    )
     .await;
 
     // A replica now: every script's write is refused (READONLY).
@@ -322,7 +311,7 @@ async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
     let answer = redis.cli(&["REPLICAOF", "NO", "ONE"]);
     assert!(answer.contains("OK"), "REPLICAOF NO ONE: {answer}");
     recovery(&replica, Instant::now(), "the promotion").await;
-    check_log(&redis.addr().to_string(), &[]);
+    answered_promptly_and_logged(&load, redis.addr(), &[]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,20 +325,13 @@ async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
         let set = node.cli(&["CONFIG", "SET", "requirepass", OLD_PASSWORD]);
         assert!(set.contains("OK"), "CONFIG SET requirepass: {set}");
     }
-    let backend = RedisBackend::builder("unused")
-        .cluster(cluster.urls())
-        .credentials(None, OLD_PASSWORD)
-        .key_prefix("rotation-cluster")
-        .heartbeat_interval(HEARTBEAT)
-        .timeout(TIMEOUT)
-        .connect()
-        .await
-        .expect("the cluster with the password from code");
-    let replica = Replica::start(TenantLimitLayer::new(limits()).shared(backend)).await;
-    let load = Load::start(&replica);
-    wait_until("a lease answered", || {
-        replica.handle.shared_status().expect("shared").leases > 0
-    })
+    let (replica, load) = serving(
+        RedisBackend::builder("unused")
+            .cluster(cluster.urls())
+            .credentials(None, OLD_PASSWORD)
+            .key_prefix("rotation-cluster"),
+        "the cluster with the password from code",
+    )
     .await;
 
     // Every node's password rotated, its clients dropped.
@@ -371,14 +353,9 @@ async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
         );
     }
     recovery(&replica, Instant::now(), "the cluster's old password back").await;
-    eprintln!("slowest call: {:?}", load.slowest());
-    assert!(
-        load.slowest() < CALL_BOUND,
-        "a call waited {:?}",
-        load.slowest()
-    );
-    check_log(
-        &cluster.nodes[0].addr().to_string(),
+    answered_promptly_and_logged(
+        &load,
+        cluster.nodes[0].addr(),
         &[OLD_PASSWORD, NEW_PASSWORD],
     );
 }

@@ -60,9 +60,10 @@ impl GcraState {
     /// written and the error is how long (ns, above 0) until the bucket
     /// admits the call: the TAT the refusal saw, less the reading it was
     /// judged at plus the tolerance. Only a refusal computes it, and only
-    /// a refusal reads `clock`: it is judged again against a reading taken after the TAT it compares was
-    /// loaded ([`judge_fresh`](Self::judge_fresh)); an admission costs no
-    /// clock read beyond `now`.
+    /// a refusal reads `clock`: it is judged again against a reading
+    /// taken after the TAT it compares was loaded
+    /// ([`judge_fresh`](Self::judge_fresh)); an admission costs no clock
+    /// read beyond `now`.
     #[inline]
     pub(crate) fn try_acquire(
         &self,
