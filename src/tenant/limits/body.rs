@@ -9,7 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::state::Slot;
-use crate::tenant::body::RefusalText;
+use crate::tenant::require_org_id::RefusalText;
 
 pin_project! {
     /// The response body of [`TenantLimit`](super::TenantLimit): the inner

@@ -1,4 +1,5 @@
-//! Client side: a tower layer that stamps an org id on every outgoing call.
+//! The client layer that stamps an org id on every call: [`SetOrgIdLayer`],
+//! its service [`SetOrgId`], and the service's [`ResponseFuture`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +13,8 @@ use tower::{BoxError, Layer, Service};
 use crate::metadata::ClaimedHeaderError;
 
 use super::error::InjectError;
-use super::future::InnerOrRejected;
 use super::inject::{inject_error_of_claim_conflict, stamp_into_request};
+use super::inner_or_rejected::InnerOrRejected;
 use super::tenant_ids::TenantIds;
 
 /// Stamps a fixed org id on every outgoing request, over a `Channel`:
