@@ -41,7 +41,7 @@ pub(crate) trait RefusalBody: Default {
     fn refusal_text(text: Bytes) -> Self;
 }
 
-impl<B> RefusalBody for ResponseBody<B> {
+impl<B, G> RefusalBody for ResponseBody<B, G> {
     fn refusal_text(text: Bytes) -> Self {
         ResponseBody::refusal_text(text)
     }

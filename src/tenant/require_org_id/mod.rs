@@ -16,7 +16,6 @@ use crate::wire::org_id_error::OrgIdError;
 mod body;
 mod future;
 
-pub(crate) use body::RefusalText;
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 
