@@ -60,11 +60,10 @@ use super::tenant_ids::TenantIds;
 ///   metadata layer writes the chain judged against the claim: the same id
 ///   is not written again (it is sent once); a different one, or several,
 ///   fails the call with `INVALID_ARGUMENT` before anything is sent. This
-///   layer turns that layer's
-///   [`ClaimedHeaderError`](crate::metadata::ClaimedHeaderError) into
-///   the [`InjectError`] the other order gives (`DifferentOrgIdPresent`
-///   with the chain's id as `present`, or `TooManyHeaders` with the
-///   chain's count).
+///   layer turns that layer's [`ClaimedHeaderError`] into the
+///   [`InjectError`] the other order gives (`DifferentOrgIdPresent` with
+///   the chain's id as `present`, or `TooManyHeaders` with the chain's
+///   count).
 /// - `SetOrgIdLayer` inside (below) `OutgoingMetadataLayer`: the chain is
 ///   already in the headers, and that layer has taken it out of the
 ///   extensions and hidden the scope for the call, so this layer judges

@@ -37,6 +37,16 @@ pub type ResponseBody<B> = require_org_id::ResponseBody<B, InFlightSlot>;
 /// carried by its [`ResponseBody`] and given back when that body ends or is
 /// dropped. Only [`TenantLimit`](super::TenantLimit) makes one holding
 /// places; the default holds none (a call the layer did not count).
+///
+/// ```
+/// use tonic_hotpath::tenant::limits::{InFlightSlot, ResponseBody};
+/// use tonic_hotpath::tenant::require_org_id;
+///
+/// // The limits layer's body is the tenant layers' one body, with a slot.
+/// let uncounted: require_org_id::ResponseBody<String, InFlightSlot> =
+///     ResponseBody::inner(String::from("payload"));
+/// assert_eq!(uncounted.into_inner().as_deref(), Some("payload"));
+/// ```
 #[derive(Debug, Default)]
 pub struct InFlightSlot {
     /// Held for its `Drop`, which gives the places back.
