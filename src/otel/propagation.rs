@@ -83,7 +83,8 @@ impl GrpcTraceBinPropagator {
     /// use opentelemetry::propagation::TextMapPropagator;
     /// use tonic_hotpath::otel::GrpcTraceBinPropagator;
     ///
-    /// let fields: Vec<&str> = GrpcTraceBinPropagator::new().fields().collect();
+    /// let propagator = GrpcTraceBinPropagator::new();
+    /// let fields: Vec<&str> = propagator.fields().collect();
     /// assert_eq!(fields, [GrpcTraceBinPropagator::HEADER]);
     /// ```
     pub const HEADER: &str = "grpc-trace-bin";
