@@ -3,10 +3,20 @@
 //! Feature `bench-internals`: not for users, no stability promise. Each
 //! function is a thin wrapper over the one the layers call.
 
-#[cfg(any(feature = "metadata", feature = "stats"))]
+#[cfg(any(
+    feature = "metadata",
+    feature = "otel",
+    feature = "binlog",
+    feature = "orca"
+))]
 pub use wire::*;
 
-#[cfg(any(feature = "metadata", feature = "stats"))]
+#[cfg(any(
+    feature = "metadata",
+    feature = "otel",
+    feature = "binlog",
+    feature = "orca"
+))]
 mod wire {
     /// A `-bin` value's bytes base64-encoded, as every part sends them
     /// (standard alphabet, no padding).

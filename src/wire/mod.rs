@@ -22,6 +22,12 @@
     allow(dead_code)
 )]
 
+#[cfg(any(
+    feature = "metadata",
+    feature = "otel",
+    feature = "binlog",
+    feature = "orca"
+))]
 pub(crate) mod base64;
 pub(crate) mod content_type;
 #[cfg(feature = "stats")]
