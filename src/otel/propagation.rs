@@ -14,7 +14,7 @@ use crate::wire::base64::{base64_decode, base64_encode_no_pad};
 
 /// The header [`GrpcTraceBinPropagator`] reads and writes. Its value is
 /// binary (a `-bin` key), so it travels base64-encoded.
-pub const GRPC_TRACE_BIN: &str = "grpc-trace-bin";
+pub const GRPC_TRACE_BIN: &str = crate::wire::keys::GRPC_TRACE_BIN;
 
 /// The length of the binary form: the version byte, then three
 /// (field id, value) pairs.

@@ -9,12 +9,12 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use super::body::ResponseBody;
+use super::error::OrgIdError;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::future::InnerOrRejected;
 use super::paths::{PathSet, names};
 use super::refusal::Refusal;
 use super::tenant_ids::TenantIds;
-use crate::wire::org_id_error::OrgIdError;
 
 /// Requires a valid `x-scope-orgid` on every request
 /// (`Server::builder().layer(RequireOrgIdLayer::new())`).

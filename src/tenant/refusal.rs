@@ -14,8 +14,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use tonic::Status;
 
 use super::body::ResponseBody;
+use super::error::OrgIdError;
 use crate::wire::content_type::is_grpc;
-use crate::wire::org_id_error::OrgIdError;
 
 /// Why a tenant layer refused a request.
 pub(crate) trait RefusalError: fmt::Display + Into<Status> {

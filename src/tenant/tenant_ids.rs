@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::error::InvalidOrgIdError;
 use super::org_id::{OrgId, header_value};
-use crate::wire::org_id::{TENANT_SEPARATOR, check_org_id};
-use crate::wire::org_id_error::InvalidOrgIdError;
+use crate::wire::org_id::{self, Tenants};
 
 /// The tenants named by one `x-scope-orgid` value, validated, sorted and
 /// de-duplicated (Cortex's `NormalizeTenantIDs`).
@@ -45,18 +45,17 @@ impl TenantIds {
         Self::parse_bytes(value.as_bytes())
     }
 
-    /// [`TenantIds::parse`] over raw header-value bytes.
+    /// [`TenantIds::parse`] over raw header-value bytes: one walk of the
+    /// value (`crate::wire::org_id::split`), the members copied as they
+    /// are checked; a single tenant is copied once, without a list.
     #[inline]
     pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
-        // The common single tenant is one pass; the first `|` is the first
-        // byte the single-id check refuses.
-        match check_org_id(value, 0) {
-            Ok(()) => Ok(Self::from(OrgId::from_checked(value))),
-            Err(InvalidOrgIdError::Character {
-                byte: TENANT_SEPARATOR,
-                ..
-            }) => Self::parse_several(value),
-            Err(invalid) => Err(invalid),
+        let mut ids = Vec::new();
+        let tenants = org_id::split(value, |member| ids.push(OrgId::from_checked(member)))
+            .map_err(InvalidOrgIdError::from_fault)?;
+        match tenants {
+            Tenants::One(id) => Ok(Self::from(OrgId::from_checked(id))),
+            Tenants::Several { .. } => Ok(Self::sorted(ids)),
         }
     }
 
@@ -88,38 +87,38 @@ impl TenantIds {
         Self::from_members(ids.into_iter(), |id| id.as_ref().as_bytes())
     }
 
-    /// Splits on `|`, validates each member, sorts and de-duplicates.
-    #[inline(never)]
-    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
-        Self::from_members(value.split(|&b| b == TENANT_SEPARATOR), |member| member)
-    }
-
-    /// Validates each member's `bytes` (positions counted as if the members
-    /// were joined with `|`), sorts and de-duplicates. No member is an
-    /// empty id at byte 0.
+    /// Validates each id (positions counted as if the ids were joined
+    /// with `|`), then sorts and de-duplicates. No id is an empty id at
+    /// byte 0.
     fn from_members<M>(
         members: impl Iterator<Item = M>,
         bytes: impl Fn(&M) -> &[u8],
     ) -> Result<Self, InvalidOrgIdError> {
         let mut ids = Vec::new();
-        let mut offset = 0;
+        let mut checked = org_id::Members::default();
         for member in members {
             let member = bytes(&member);
-            check_org_id(member, offset)?;
+            checked
+                .check(member)
+                .map_err(InvalidOrgIdError::from_fault)?;
             ids.push(OrgId::from_checked(member));
-            offset += member.len() + 1;
         }
         if ids.is_empty() {
             return Err(InvalidOrgIdError::Empty { position: 0 });
         }
+        Ok(Self::sorted(ids))
+    }
+
+    /// The checked ids, sorted and de-duplicated; `ids` is not empty.
+    fn sorted(mut ids: Vec<OrgId>) -> Self {
         ids.sort_unstable();
         ids.dedup();
-        Ok(match <[OrgId; 1]>::try_from(ids) {
+        match <[OrgId; 1]>::try_from(ids) {
             Ok([one]) => Self::from(one),
             Err(many) => Self {
                 repr: Repr::Many(many.into()),
             },
-        })
+        }
     }
 
     /// The tenants, sorted, without duplicates; never empty.

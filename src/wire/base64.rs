@@ -23,7 +23,7 @@ const ENGINE: GeneralPurpose = GeneralPurpose::new(
 
 /// Symbols validated per step of [`base64_decoded_len`] (a whole number of
 /// 4-symbol groups).
-const CHUNK_SYMBOLS: usize = 1024;
+const CHUNK_SYMBOLS: usize = 256;
 
 /// Standard base64 without padding, into a buffer of exactly the right size.
 pub(crate) fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
