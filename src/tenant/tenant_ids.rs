@@ -7,7 +7,7 @@ use http::HeaderValue;
 
 use super::error::InvalidOrgIdError;
 use super::org_id::{OrgId, header_value};
-use crate::wire::org_id::{self, Tenants};
+use crate::wire::org_id::{self, Fault, Tenants};
 
 /// The tenants named by one `x-scope-orgid` value, validated, sorted and
 /// de-duplicated (Cortex's `NormalizeTenantIDs`).
@@ -37,6 +37,16 @@ enum Repr {
     Many(Arc<[OrgId]>),
 }
 
+/// The tenants of one header value, as [`TenantIds::parse_borrowed`] reads
+/// them.
+#[derive(Debug)]
+pub(crate) enum Parsed<'a> {
+    /// One tenant (`a`, or `a|a`), borrowed from the value: checked, ASCII.
+    One(&'a [u8]),
+    /// Several distinct tenants.
+    Several(TenantIds),
+}
+
 impl TenantIds {
     /// Parses `a|b|c`: splits on `|`, validates each member (an empty member
     /// is an error), then sorts and de-duplicates. Error positions are byte
@@ -45,17 +55,25 @@ impl TenantIds {
         Self::parse_bytes(value.as_bytes())
     }
 
-    /// [`TenantIds::parse`] over raw header-value bytes: one walk of the
-    /// value (`crate::wire::org_id::split`), the members copied as they
-    /// are checked; a single tenant is copied once, without a list.
+    /// [`TenantIds::parse`] over raw header-value bytes.
     #[inline]
     pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
+        match Self::parse_borrowed(value).map_err(InvalidOrgIdError::from_fault)? {
+            Parsed::One(id) => Ok(Self::from(OrgId::from_checked(id))),
+            Parsed::Several(ids) => Ok(ids),
+        }
+    }
+
+    /// The tenants of a header value from one walk of it
+    /// (`crate::wire::org_id::split`): a single tenant borrowed (checked,
+    /// ASCII; nothing allocated), several copied as they are checked, then
+    /// sorted and de-duplicated.
+    #[inline]
+    pub(crate) fn parse_borrowed(value: &[u8]) -> Result<Parsed<'_>, Fault> {
         let mut ids = Vec::new();
-        let tenants = org_id::split(value, |member| ids.push(OrgId::from_checked(member)))
-            .map_err(InvalidOrgIdError::from_fault)?;
-        match tenants {
-            Tenants::One(id) => Ok(Self::from(OrgId::from_checked(id))),
-            Tenants::Several { .. } => Ok(Self::sorted(ids)),
+        match org_id::split(value, |member| ids.push(OrgId::from_checked(member)))? {
+            Tenants::One(id) => Ok(Parsed::One(id)),
+            Tenants::Several { .. } => Ok(Parsed::Several(Self::sorted(ids))),
         }
     }
 
@@ -226,6 +244,26 @@ mod tests {
         let ids = TenantIds::parse("a|a").unwrap();
         assert_eq!(ids.single().unwrap(), "a");
         assert_eq!(format!("{ids:?}"), "[\"a\"]");
+    }
+
+    #[test]
+    fn one_walk_borrows_a_single_tenant_and_parses_several() {
+        assert!(matches!(
+            TenantIds::parse_borrowed(b"team-a"),
+            Ok(Parsed::One(b"team-a"))
+        ));
+        assert!(matches!(
+            TenantIds::parse_borrowed(b"a|a"),
+            Ok(Parsed::One(b"a"))
+        ));
+        match TenantIds::parse_borrowed(b"b|a|b") {
+            Ok(Parsed::Several(ids)) => assert_eq!(ids.as_slice(), ["a", "b"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            TenantIds::parse_borrowed(b"a|").unwrap_err(),
+            Fault::Empty { position: 2 }
+        );
     }
 
     #[test]

@@ -43,8 +43,25 @@ pub(crate) fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
 /// two `=`, no more than it lacks, and the unused bits of the last symbol
 /// must be zero. `None` for anything else: another byte, whitespace
 /// included, or a URL-safe symbol.
+///
+/// The buffer is exactly as long as what it holds (one allocation; a
+/// `Bytes` made from it takes no second one).
 pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
-    ENGINE.decode(input).ok()
+    let mut out = vec![0; len_if_valid(input)];
+    let written = ENGINE.decode_slice(input, &mut out).ok()?;
+    out.truncate(written);
+    Some(out)
+}
+
+/// What `input` decodes to, if it decodes: three bytes for each whole
+/// group of four symbols, one or two for a last group of two or three,
+/// the padding left out.
+fn len_if_valid(input: &[u8]) -> usize {
+    let data = match input {
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
+        _ => input,
+    };
+    data.len() / 4 * 3 + data.len() % 4 * 3 / 4
 }
 
 /// Appends what `input` decodes to onto `out`, as [`base64_decode`]
@@ -93,7 +110,9 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
-            assert_eq!(base64_decode(expected.as_bytes()).unwrap(), input);
+            let decoded = base64_decode(expected.as_bytes()).unwrap();
+            assert_eq!(decoded, input);
+            assert_eq!(decoded.capacity(), input.len(), "exactly sized");
             assert_eq!(base64_decoded_len(expected.as_bytes()), Some(input.len()));
             let mut out = b">".to_vec();
             assert!(base64_decode_into(expected.as_bytes(), &mut out));
