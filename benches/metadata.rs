@@ -14,6 +14,8 @@
 //!   materialised to a `MetadataMap`;
 //! - `get_all`: one key's values from chains of 10 and 100 vs
 //!   materialise-then-get;
+//! - `base64`: `-bin` values encoded and decoded, this crate's codec
+//!   beside the `base64` crate (with `--features bench-internals`);
 //! - `layer write` (printed first, interleaved, not a criterion row): the
 //!   client layer's whole call beside a naive layer and the floor, for
 //!   chains of 2 to 50 entries (see `metadata_layer/mod.rs` for the rows).
@@ -383,13 +385,76 @@ fn get_all(c: &mut Criterion) {
     group.finish();
 }
 
+/// `-bin` values: this crate's base64 (what every part sends and reads,
+/// through `internals`) beside the `base64` crate in tonic's configuration,
+/// on the sizes the parts carry: an 8-byte token, `grpc-trace-bin` (29
+/// bytes), an ORCA report or `grpc-status-details-bin` (64), a large
+/// binary-log value (512). Decoding reads the unpadded form we send.
+#[cfg(feature = "bench-internals")]
+fn base64_codec(c: &mut Criterion) {
+    use base64::Engine as _;
+    use base64::engine::DecodePaddingMode;
+    use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD_NO_PAD};
+    use tonic_hotpath::internals;
+
+    let tonic = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let mut group = c.benchmark_group("metadata/base64");
+    for size in [8usize, 29, 64, 512] {
+        let raw: Vec<u8> = (0..size).map(|i| (i * 37 + 11) as u8).collect();
+        let encoded = STANDARD_NO_PAD.encode(&raw).into_bytes();
+        assert_eq!(internals::base64_encode(&raw), encoded);
+        assert_eq!(
+            internals::base64_decode(&encoded).as_deref(),
+            Some(&raw[..])
+        );
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_with_input(BenchmarkId::new("encode_ours", size), &raw, |b, raw| {
+            b.iter(|| internals::base64_encode(black_box(raw)))
+        });
+        group.bench_with_input(BenchmarkId::new("encode_crate", size), &raw, |b, raw| {
+            b.iter(|| STANDARD_NO_PAD.encode(black_box(raw)))
+        });
+        group.bench_with_input(
+            BenchmarkId::new("encode_crate_slice", size),
+            &raw,
+            |b, raw| {
+                b.iter(|| {
+                    let raw = black_box(raw);
+                    let mut out = vec![0; base64::encoded_len(raw.len(), false).unwrap_or(0)];
+                    let written = STANDARD_NO_PAD.encode_slice(raw, &mut out).unwrap_or(0);
+                    out.truncate(written);
+                    out
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("decode_ours", size),
+            &encoded,
+            |b, encoded| b.iter(|| internals::base64_decode(black_box(encoded))),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("decode_crate", size),
+            &encoded,
+            |b, encoded| b.iter(|| tonic.decode(black_box(encoded))),
+        );
+    }
+    group.finish();
+}
+
+#[cfg(not(feature = "bench-internals"))]
+fn base64_codec(_: &mut Criterion) {}
+
 criterion_group!(
     benches,
     append_one,
     chain_static,
     chain_runtime,
     issue_8860,
-    get_all
+    get_all,
+    base64_codec
 );
 
 fn main() {

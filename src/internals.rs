@@ -3,6 +3,34 @@
 //! Feature `bench-internals`: not for users, no stability promise. Each
 //! function is a thin wrapper over the one the layers call.
 
+#[cfg(any(
+    feature = "metadata",
+    feature = "otel",
+    feature = "binlog",
+    feature = "orca"
+))]
+pub use wire::*;
+
+#[cfg(any(
+    feature = "metadata",
+    feature = "otel",
+    feature = "binlog",
+    feature = "orca"
+))]
+mod wire {
+    /// A `-bin` value's bytes base64-encoded, as every part sends them
+    /// (standard alphabet, no padding).
+    pub fn base64_encode(input: &[u8]) -> Vec<u8> {
+        crate::wire::base64::base64_encode_no_pad(input)
+    }
+
+    /// A `-bin` value decoded, as every part reads it (padded or not);
+    /// `None` where it is not base64.
+    pub fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
+        crate::wire::base64::base64_decode(input)
+    }
+}
+
 #[cfg(feature = "stats")]
 pub use stats::*;
 

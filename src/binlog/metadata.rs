@@ -6,21 +6,7 @@ use http::HeaderMap;
 
 use super::encode::{bytes_field_len, encode_bytes_field, encode_message_key, message_field_len};
 use crate::wire::base64::{base64_decode, base64_decode_into, base64_decoded_len};
-
-/// The one header kept whatever the limits, and not counted in them.
-const TRACE_BIN: &str = "grpc-trace-bin";
-
-/// Whether grpc-go leaves `key` out of a log (`metadataKeyOmit`): the
-/// headers gRPC itself manages (`grpc-*` but `grpc-trace-bin`) and the
-/// transport's own.
-pub(crate) fn omitted(key: &str) -> bool {
-    match key {
-        "lb-token" | ":path" | ":authority" | "content-encoding" | "content-type"
-        | "user-agent" | "te" => true,
-        TRACE_BIN => false,
-        _ => key.starts_with("grpc-"),
-    }
-}
+use crate::wire::keys::{GRPC_TRACE_BIN, binlog_omits, is_binary};
 
 /// The application's metadata in `headers` as a `grpc.binarylog.v1.Metadata`
 /// logs it, measured without copying anything: the headers grpc-go does
@@ -50,7 +36,7 @@ impl<'h> LoggedMetadata<'h> {
         let mut truncated = false;
         for (key, value) in logged(headers) {
             let value_len = decoded_len(key, value);
-            if limit != u64::MAX && key != TRACE_BIN {
+            if limit != u64::MAX && key != GRPC_TRACE_BIN {
                 let len = (key.len() + value_len) as u64;
                 if len > budget {
                     truncated = true;
@@ -91,7 +77,7 @@ impl<'h> LoggedMetadata<'h> {
             }
             // `MetadataEntry.value`, tag 2: decoded where it decodes.
             encode_message_key(2, value_len, buf);
-            if !(is_binary(key) && base64_decode_into(value, buf)) {
+            if !(is_binary(key.as_bytes()) && base64_decode_into(value, buf)) {
                 buf.extend_from_slice(value);
             }
         }
@@ -103,17 +89,13 @@ fn logged(headers: &HeaderMap) -> impl Iterator<Item = (&str, &[u8])> {
     headers
         .iter()
         .map(|(key, value)| (key.as_str(), value.as_bytes()))
-        .filter(|(key, _)| !omitted(key))
-}
-
-fn is_binary(key: &str) -> bool {
-    key.ends_with("-bin")
+        .filter(|(key, _)| !binlog_omits(key))
 }
 
 /// The length of the value logged for `key`: decoded for a binary key
 /// whose value decodes.
 fn decoded_len(key: &str, value: &[u8]) -> usize {
-    match is_binary(key) {
+    match is_binary(key.as_bytes()) {
         true => base64_decoded_len(value).unwrap_or(value.len()),
         false => value.len(),
     }

@@ -4,7 +4,7 @@
 use http::header::Entry;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::key;
+use crate::wire::keys;
 
 /// How many entries [`drop_reserved`] moves aside on the stack; larger maps
 /// use one `Vec`.
@@ -13,7 +13,7 @@ const INLINE_ENTRIES: usize = 32;
 /// One drained entry: `None` for a further value of the previous name.
 type Drained = (Option<HeaderName>, HeaderValue);
 
-/// Removes every [reserved key](key::RESERVED_KEYS) from `headers` and keeps
+/// Removes every [reserved key](keys::RESERVED_KEYS) from `headers` and keeps
 /// the others in their iteration (FIFO) order.
 ///
 /// `HeaderMap::remove` swap-removes (the last entry moves into the removed
@@ -22,7 +22,7 @@ type Drained = (Option<HeaderName>, HeaderValue);
 /// in order: no allocation for a map of up to 32 entries (an incoming
 /// request's metadata, say), and nothing at all when no key is reserved.
 pub(crate) fn drop_reserved(headers: &mut HeaderMap) {
-    if !headers.keys().any(key::is_reserved_name) {
+    if !headers.keys().any(keys::is_reserved_name) {
         return;
     }
     if headers.len() <= INLINE_ENTRIES {
@@ -45,7 +45,7 @@ fn unreserved(headers: &mut HeaderMap) -> impl Iterator<Item = Drained> + '_ {
     let mut keep = true;
     headers.drain().filter(move |(name, _)| {
         if let Some(name) = name {
-            keep = !key::is_reserved_name(name);
+            keep = !keys::is_reserved_name(name);
         }
         keep
     })

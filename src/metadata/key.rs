@@ -8,33 +8,7 @@ use http::{HeaderName, HeaderValue};
 use super::MetadataError;
 use super::static_pair::StaticPair;
 use crate::wire::base64::base64_encode_no_pad;
-
-/// Headers the gRPC transport manages itself; user metadata may not set
-/// them: appending one is [`MetadataError::ReservedKey`], and a base map
-/// loses them.
-///
-/// The union of grpc-go's reserved set (`isReservedHeader` in
-/// `internal/transport/http_util.go`: `content-type`, `user-agent`,
-/// `grpc-message-type`, `grpc-encoding`, `grpc-message`, `grpc-status`,
-/// `grpc-timeout`, `te`, plus every `:` pseudo-header, which our key
-/// charset refuses anyway), whose transport drops them from outgoing
-/// metadata, and tonic's `GRPC_RESERVED_HEADERS` (`te`, `content-type`,
-/// `grpc-message`, `grpc-message-type`, `grpc-status`), plus the codec's
-/// `grpc-status-details-bin` and `grpc-accept-encoding`. A `grpc-timeout`
-/// sent as metadata would become the call's deadline (tonic's channel
-/// reads it), a `user-agent` would be prefixed to tonic's own.
-pub(crate) const RESERVED_KEYS: [&str; 10] = [
-    "te",
-    "content-type",
-    "user-agent",
-    "grpc-status",
-    "grpc-message",
-    "grpc-message-type",
-    "grpc-status-details-bin",
-    "grpc-encoding",
-    "grpc-accept-encoding",
-    "grpc-timeout",
-];
+use crate::wire::keys::{is_binary, is_binary_any_case, is_reserved, is_reserved_lower};
 
 /// Longest key an `http::HeaderName` accepts.
 pub(crate) const MAX_KEY_LEN: usize = (1 << 16) - 1;
@@ -46,68 +20,6 @@ pub(crate) const ENTRY_OVERHEAD: usize = 32;
 #[inline]
 pub(crate) fn entry_size(name: &HeaderName, value: &HeaderValue) -> usize {
     name.as_str().len() + value.len() + ENTRY_OVERHEAD
-}
-
-/// Whether `key` is one of [`RESERVED_KEYS`] (ASCII case-insensitive).
-#[inline]
-pub(crate) fn is_reserved(key: &[u8]) -> bool {
-    // Every reserved key starts with `t`, `c`, `u` or `g`: one branch for
-    // the usual `x-...` keys.
-    if !matches!(
-        key.first().map(u8::to_ascii_lowercase),
-        Some(b't' | b'c' | b'u' | b'g')
-    ) {
-        return false;
-    }
-    RESERVED_KEYS.iter().any(|reserved| {
-        reserved.len() == key.len() && reserved.as_bytes().eq_ignore_ascii_case(key)
-    })
-}
-
-/// [`is_reserved`] for a header name, which is lower case already: one
-/// exact comparison per reserved key of the same length.
-#[inline]
-pub(crate) fn is_reserved_name(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    matches!(name.as_bytes().first(), Some(b't' | b'c' | b'u' | b'g'))
-        && RESERVED_KEYS.contains(&name)
-}
-
-/// [`is_reserved`] for lower-case keys, usable in `const` code.
-const fn const_is_reserved(key: &[u8]) -> bool {
-    let mut i = 0;
-    while i < RESERVED_KEYS.len() {
-        if const_eq(RESERVED_KEYS[i].as_bytes(), key) {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
-
-/// Whether `key` ends in `suffix` (byte for byte), usable in `const` code.
-const fn const_ends_with(key: &[u8], suffix: &[u8]) -> bool {
-    if key.len() < suffix.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < suffix.len() {
-        if key[key.len() - suffix.len() + i] != suffix[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// Byte-for-byte equality, usable in `const` code.
-const fn const_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && const_ends_with(a, b)
-}
-
-#[inline]
-fn ends_with_bin(key: &[u8]) -> bool {
-    key.len() >= 4 && key[key.len() - 4..].eq_ignore_ascii_case(b"-bin")
 }
 
 /// Whether the key must carry a binary value or an ASCII one.
@@ -171,7 +83,7 @@ fn check_key(key: &[u8], kind: ValueKind) -> Result<CheckedKey, MetadataError> {
     if is_reserved(key) {
         return Err(MetadataError::ReservedKey { key: lowered(key) });
     }
-    match (ends_with_bin(key), kind) {
+    match (is_binary_any_case(key), kind) {
         (true, ValueKind::Ascii) => {
             Err(MetadataError::BinaryKeyWithAsciiValue { key: lowered(key) })
         }
@@ -212,7 +124,7 @@ pub(crate) fn is_plain_pair(key: &[u8], value: &[u8]) -> bool {
     key_classes | value_classes == 0
         && !key.is_empty()
         && key.len() <= MAX_KEY_LEN
-        && !key.ends_with(b"-bin")
+        && !is_binary(key)
         && !is_reserved(key)
 }
 
@@ -347,7 +259,7 @@ impl MetadataEntry {
             }
             i += 1;
         }
-        if const_is_reserved(key_bytes) || const_ends_with(key_bytes, b"-bin") {
+        if is_reserved_lower(key_bytes) || is_binary(key_bytes) {
             return None;
         }
         let mut i = 0;
@@ -418,7 +330,7 @@ impl MetadataEntry {
 
     /// Whether this entry carries a binary (`-bin`) value.
     pub fn is_binary(&self) -> bool {
-        ends_with_bin(self.name.as_str().as_bytes())
+        is_binary(self.name.as_str().as_bytes())
     }
 
     /// The entry's size in a header list: key + value + 32 bytes.
@@ -486,25 +398,7 @@ impl fmt::Debug for Redacted {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reserved_keys_are_matched_case_insensitively() {
-        for reserved in RESERVED_KEYS {
-            assert!(is_reserved(reserved.as_bytes()), "{reserved}");
-            assert!(
-                is_reserved(reserved.to_ascii_uppercase().as_bytes()),
-                "{reserved}"
-            );
-        }
-        assert!(is_reserved(b"Content-Type"));
-        assert!(!is_reserved(b"grpc-messagf"));
-        assert!(!is_reserved(b"content-typf"));
-        assert!(is_reserved(b"te"));
-        assert!(!is_reserved(b"tee"));
-        assert!(is_reserved(b"grpc-timeout"));
-        assert!(is_reserved(b"User-Agent"));
-        assert!(!is_reserved(b"user-agents"));
-    }
+    use crate::wire::keys::RESERVED_KEYS;
 
     /// The fast check accepts exactly the pairs the full check accepts with
     /// a lower-case key.

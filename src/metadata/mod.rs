@@ -398,7 +398,10 @@ impl OutgoingMetadata {
     /// ```
     pub fn get_bin(&self, key: &str) -> Result<Option<Bytes>, MetadataError> {
         // tonic's test for a binary key: the suffix, case-sensitively.
-        let Some(value) = self.get(key).filter(|_| key.ends_with("-bin")) else {
+        let Some(value) = self
+            .get(key)
+            .filter(|_| crate::wire::keys::is_binary(key.as_bytes()))
+        else {
             return Ok(None);
         };
         match crate::wire::base64::base64_decode(value.as_bytes()) {

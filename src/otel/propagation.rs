@@ -87,7 +87,7 @@ impl GrpcTraceBinPropagator {
     /// let fields: Vec<&str> = propagator.fields().collect();
     /// assert_eq!(fields, [GrpcTraceBinPropagator::HEADER]);
     /// ```
-    pub const HEADER: &str = "grpc-trace-bin";
+    pub const HEADER: &str = crate::wire::keys::GRPC_TRACE_BIN;
 
     /// The propagator.
     #[must_use]

@@ -3,12 +3,12 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tonic::metadata::MetadataMap;
 
+use super::error::OrgIdError;
 use super::org_id::OrgId;
 use super::tenant_ids::TenantIds;
 use crate::wire;
 use crate::wire::headers::NotOne;
 use crate::wire::org_id::{Tenants, classify};
-use crate::wire::org_id_error::OrgIdError;
 
 /// The org-id header, lower case as HTTP/2 carries it (Cortex
 /// `user.lowerOrgIDHeaderName`).
@@ -34,7 +34,7 @@ pub(crate) fn single_value(headers: &HeaderMap) -> Result<&HeaderValue, OrgIdErr
 /// [`OrgIdError::MultipleTenants`], at the first `|`.
 #[inline]
 fn single_tenant(value: &[u8]) -> Result<&[u8], OrgIdError> {
-    match classify(value)? {
+    match classify(value).map_err(OrgIdError::from_fault)? {
         Tenants::One(id) => Ok(id),
         Tenants::Several { separator } => Err(OrgIdError::MultipleTenants {
             position: separator,
@@ -67,7 +67,7 @@ fn single_tenant(value: &[u8]) -> Result<&[u8], OrgIdError> {
 #[inline]
 pub fn extract_from_headers(headers: &HeaderMap) -> Result<&str, OrgIdError> {
     let id = single_tenant(single_value(headers)?.as_bytes())?;
-    Ok(wire::org_id::ascii_str(id, 0)?)
+    wire::org_id::ascii_str(id, 0).map_err(OrgIdError::from_fault)
 }
 
 /// [`extract_from_headers`] over tonic metadata.

@@ -90,15 +90,13 @@ pub mod require_org_id;
 pub mod set_org_id;
 mod tenant_ids;
 
-pub use crate::wire::org_id::validate_org_id;
-pub use crate::wire::org_id_error::{InvalidOrgIdError, OrgIdError};
-pub use error::InjectError;
+pub use error::{InjectError, InvalidOrgIdError, OrgIdError};
 pub use extract::{
     extract, extract_from_headers, extract_owned, extract_owned_from_headers, extract_tenant_ids,
     extract_tenant_ids_from_headers,
 };
 pub use inject::InjectOrgId;
-pub use org_id::OrgId;
+pub use org_id::{OrgId, validate_org_id};
 pub use request_ext::{OrgIdRequestExt, org_id};
 pub use require_org_id::{RequireOrgId, RequireOrgIdLayer};
 pub use set_org_id::{SetOrgId, SetOrgIdLayer};

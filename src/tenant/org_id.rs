@@ -1,4 +1,5 @@
-//! `OrgId`: an owned, validated org id that is cheap to clone.
+//! `OrgId`: an owned, validated org id that is cheap to clone; and
+//! [`validate_org_id`], the borrowed check.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -8,12 +9,31 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::error::InvalidOrgIdError;
 use crate::wire::org_id::{ascii_str, check_org_id};
-use crate::wire::org_id_error::InvalidOrgIdError;
 
 /// Ids up to this many bytes are stored inline: making or cloning them
 /// allocates nothing. A UUID (36 bytes) fits.
 pub(crate) const INLINE_CAPACITY: usize = 38;
+
+/// Validates a single org id and returns it as `&str`.
+///
+/// The rule pass proves every byte is ASCII, so the conversion to `&str`
+/// that follows cannot fail; it runs std's word-at-a-time ASCII fast path
+/// (this crate has no `unsafe` outside `arena` to skip it).
+///
+/// ```
+/// use tonic_hotpath::tenant::validate_org_id;
+///
+/// assert_eq!(validate_org_id(b"team-a").unwrap(), "team-a");
+/// let err = validate_org_id(b"team a").unwrap_err();
+/// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
+/// ```
+pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgIdError> {
+    check_org_id(id, 0)
+        .and_then(|()| ascii_str(id, 0))
+        .map_err(InvalidOrgIdError::from_fault)
+}
 
 /// An owned, validated org id (tenant id).
 ///
@@ -54,7 +74,7 @@ impl OrgId {
     /// Validates `id` (for example a header value's bytes) and makes an owned
     /// copy of it.
     pub fn from_bytes(id: &[u8]) -> Result<Self, InvalidOrgIdError> {
-        check_org_id(id, 0)?;
+        check_org_id(id, 0).map_err(InvalidOrgIdError::from_fault)?;
         Ok(Self::from_checked(id))
     }
 

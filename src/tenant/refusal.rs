@@ -13,9 +13,9 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tonic::Status;
 
+use super::error::OrgIdError;
 use super::require_org_id::ResponseBody;
 use crate::wire::content_type::is_grpc;
-use crate::wire::org_id_error::OrgIdError;
 
 /// Why a tenant layer refused a request.
 pub(crate) trait RefusalError: fmt::Display + Into<Status> {

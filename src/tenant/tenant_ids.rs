@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::error::InvalidOrgIdError;
 use super::org_id::{OrgId, header_value};
-use crate::wire::org_id::{TENANT_SEPARATOR, check_org_id};
-use crate::wire::org_id_error::InvalidOrgIdError;
+use crate::wire::org_id::{self, Fault, Tenants};
 
 /// The tenants named by one `x-scope-orgid` value, validated, sorted and
 /// de-duplicated (Cortex's `NormalizeTenantIDs`).
@@ -37,6 +37,16 @@ enum Repr {
     Many(Arc<[OrgId]>),
 }
 
+/// The tenants of one header value, as [`TenantIds::parse_borrowed`] reads
+/// them.
+#[derive(Debug)]
+pub(crate) enum Parsed<'a> {
+    /// One tenant (`a`, or `a|a`), borrowed from the value: checked, ASCII.
+    One(&'a [u8]),
+    /// Several distinct tenants.
+    Several(TenantIds),
+}
+
 impl TenantIds {
     /// Parses `a|b|c`: splits on `|`, validates each member (an empty member
     /// is an error), then sorts and de-duplicates. Error positions are byte
@@ -48,15 +58,22 @@ impl TenantIds {
     /// [`TenantIds::parse`] over raw header-value bytes.
     #[inline]
     pub fn parse_bytes(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
-        // The common single tenant is one pass; the first `|` is the first
-        // byte the single-id check refuses.
-        match check_org_id(value, 0) {
-            Ok(()) => Ok(Self::from(OrgId::from_checked(value))),
-            Err(InvalidOrgIdError::Character {
-                byte: TENANT_SEPARATOR,
-                ..
-            }) => Self::parse_several(value),
-            Err(invalid) => Err(invalid),
+        match Self::parse_borrowed(value).map_err(InvalidOrgIdError::from_fault)? {
+            Parsed::One(id) => Ok(Self::from(OrgId::from_checked(id))),
+            Parsed::Several(ids) => Ok(ids),
+        }
+    }
+
+    /// The tenants of a header value from one walk of it
+    /// (`crate::wire::org_id::split`): a single tenant borrowed (checked,
+    /// ASCII; nothing allocated), several copied as they are checked, then
+    /// sorted and de-duplicated.
+    #[inline]
+    pub(crate) fn parse_borrowed(value: &[u8]) -> Result<Parsed<'_>, Fault> {
+        let mut ids = Vec::new();
+        match org_id::split(value, |member| ids.push(OrgId::from_checked(member)))? {
+            Tenants::One(id) => Ok(Parsed::One(id)),
+            Tenants::Several { .. } => Ok(Parsed::Several(Self::sorted(ids))),
         }
     }
 
@@ -88,38 +105,38 @@ impl TenantIds {
         Self::from_members(ids.into_iter(), |id| id.as_ref().as_bytes())
     }
 
-    /// Splits on `|`, validates each member, sorts and de-duplicates.
-    #[inline(never)]
-    fn parse_several(value: &[u8]) -> Result<Self, InvalidOrgIdError> {
-        Self::from_members(value.split(|&b| b == TENANT_SEPARATOR), |member| member)
-    }
-
-    /// Validates each member's `bytes` (positions counted as if the members
-    /// were joined with `|`), sorts and de-duplicates. No member is an
-    /// empty id at byte 0.
+    /// Validates each id (positions counted as if the ids were joined
+    /// with `|`), then sorts and de-duplicates. No id is an empty id at
+    /// byte 0.
     fn from_members<M>(
         members: impl Iterator<Item = M>,
         bytes: impl Fn(&M) -> &[u8],
     ) -> Result<Self, InvalidOrgIdError> {
         let mut ids = Vec::new();
-        let mut offset = 0;
+        let mut checked = org_id::Members::default();
         for member in members {
             let member = bytes(&member);
-            check_org_id(member, offset)?;
+            checked
+                .check(member)
+                .map_err(InvalidOrgIdError::from_fault)?;
             ids.push(OrgId::from_checked(member));
-            offset += member.len() + 1;
         }
         if ids.is_empty() {
             return Err(InvalidOrgIdError::Empty { position: 0 });
         }
+        Ok(Self::sorted(ids))
+    }
+
+    /// The checked ids, sorted and de-duplicated; `ids` is not empty.
+    fn sorted(mut ids: Vec<OrgId>) -> Self {
         ids.sort_unstable();
         ids.dedup();
-        Ok(match <[OrgId; 1]>::try_from(ids) {
+        match <[OrgId; 1]>::try_from(ids) {
             Ok([one]) => Self::from(one),
             Err(many) => Self {
                 repr: Repr::Many(many.into()),
             },
-        })
+        }
     }
 
     /// The tenants, sorted, without duplicates; never empty.
@@ -227,6 +244,26 @@ mod tests {
         let ids = TenantIds::parse("a|a").unwrap();
         assert_eq!(ids.single().unwrap(), "a");
         assert_eq!(format!("{ids:?}"), "[\"a\"]");
+    }
+
+    #[test]
+    fn one_walk_borrows_a_single_tenant_and_parses_several() {
+        assert!(matches!(
+            TenantIds::parse_borrowed(b"team-a"),
+            Ok(Parsed::One(b"team-a"))
+        ));
+        assert!(matches!(
+            TenantIds::parse_borrowed(b"a|a"),
+            Ok(Parsed::One(b"a"))
+        ));
+        match TenantIds::parse_borrowed(b"b|a|b") {
+            Ok(Parsed::Several(ids)) => assert_eq!(ids.as_slice(), ["a", "b"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            TenantIds::parse_borrowed(b"a|").unwrap_err(),
+            Fault::Empty { position: 2 }
+        );
     }
 
     #[test]

@@ -1,107 +1,96 @@
 //! `-bin` values: standard base64 without padding, as tonic's
 //! `MetadataValue<Binary>` sends them, and read padded or not, as tonic
-//! reads them. One hand-written codec for every part (the metadata chain,
-//! trace propagation, the binary log): small, and no dependency for the
-//! `metadata` feature; the binary log's fuzz check holds its decoding to
-//! the `base64` crate in tonic's configuration.
+//! reads them. The `base64` crate (the version tonic itself depends on, so
+//! nothing new is built) in tonic's configuration, for every part (the
+//! metadata chain, trace propagation, the binary log, ORCA reports).
+//! BENCHMARKS.md ("base64: the crate beside our own codec") has the
+//! measurement behind the choice.
 
-const BASE64_ALPHABET: &[u8; 64] =
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+use base64::Engine as _;
+use base64::alphabet::STANDARD;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+
+/// tonic's engine (`metadata::encoding`): the standard alphabet, no
+/// padding out; in, padded, unpadded or partly padded (`Zg`, `Zg=` and
+/// `Zg==` are all `f`), the unused bits of the last symbol zero.
+const ENGINE: GeneralPurpose = GeneralPurpose::new(
+    &STANDARD,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Symbols validated per step of [`base64_decoded_len`] (a whole number of
+/// 4-symbol groups).
+const CHUNK_SYMBOLS: usize = 256;
 
 /// Standard base64 without padding, into a buffer of exactly the right size.
 pub(crate) fn base64_encode_no_pad(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity((input.len() * 4).div_ceil(3));
-    let symbol = |index: u32| BASE64_ALPHABET[(index & 0x3f) as usize];
-    let mut chunks = input.chunks_exact(3);
-    for chunk in &mut chunks {
-        let n = u32::from(chunk[0]) << 16 | u32::from(chunk[1]) << 8 | u32::from(chunk[2]);
-        out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6), symbol(n)]);
-    }
-    match *chunks.remainder() {
-        [a] => {
-            let n = u32::from(a) << 16;
-            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12)]);
-        }
-        [a, b] => {
-            let n = u32::from(a) << 16 | u32::from(b) << 8;
-            out.extend_from_slice(&[symbol(n >> 18), symbol(n >> 12), symbol(n >> 6)]);
-        }
-        _ => {}
-    }
+    // `None` only past `usize::MAX` output bytes, which no slice reaches;
+    // the crate's own `encode` sizes it then.
+    let Some(len) = base64::encoded_len(input.len(), false) else {
+        return ENGINE.encode(input).into_bytes();
+    };
+    let mut out = vec![0; len];
+    let written = ENGINE.encode_slice(input, &mut out).unwrap_or_default();
+    out.truncate(written);
     out
 }
 
-/// The 6-bit value of a standard base64 symbol.
-fn symbol_value(symbol: u8) -> Option<u32> {
-    let value = match symbol {
-        b'A'..=b'Z' => symbol - b'A',
-        b'a'..=b'z' => symbol - b'a' + 26,
-        b'0'..=b'9' => symbol - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => return None,
-    };
-    Some(u32::from(value))
-}
-
 /// Decodes standard base64 with or without padding, as tonic's
-/// `MetadataValue<Binary>::to_bytes` does (the `base64` crate's
-/// `DecodePaddingMode::Indifferent`): the last group may carry one or two
-/// `=`, no more than it lacks (`Zg`, `Zg=` and `Zg==` are all `f`), and
-/// the unused bits of the last symbol must be zero. `None` for anything
-/// else: another byte, whitespace included, or a URL-safe symbol.
+/// `MetadataValue<Binary>::to_bytes` does: the last group may carry one or
+/// two `=`, no more than it lacks, and the unused bits of the last symbol
+/// must be zero. `None` for anything else: another byte, whitespace
+/// included, or a URL-safe symbol.
+///
+/// The buffer is exactly as long as what it holds (one allocation; a
+/// `Bytes` made from it takes no second one).
 pub(crate) fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(input.len() / 4 * 3 + 2);
-    base64_decode_with(input, |bytes| out.extend_from_slice(bytes))?;
+    let mut out = vec![0; len_if_valid(input)];
+    let written = ENGINE.decode_slice(input, &mut out).ok()?;
+    out.truncate(written);
     Some(out)
 }
 
-/// The length `input` decodes to, `None` where [`base64_decode`] refuses
-/// it; decodes nothing into memory.
-pub(crate) fn base64_decoded_len(input: &[u8]) -> Option<usize> {
-    let mut len = 0;
-    base64_decode_with(input, |bytes| len += bytes.len())?;
-    Some(len)
+/// What `input` decodes to, if it decodes: three bytes for each whole
+/// group of four symbols, one or two for a last group of two or three,
+/// the padding left out.
+fn len_if_valid(input: &[u8]) -> usize {
+    let data = match input {
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
+        _ => input,
+    };
+    data.len() / 4 * 3 + data.len() % 4 * 3 / 4
 }
 
 /// Appends what `input` decodes to onto `out`, as [`base64_decode`]
 /// reads it; `false`, with `out` as it was, where it refuses it.
 pub(crate) fn base64_decode_into(input: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
-    let decoded = base64_decode_with(input, |bytes| out.extend_from_slice(bytes)).is_some();
+    let decoded = ENGINE.decode_vec(input, out).is_ok();
     if !decoded {
         out.truncate(start);
     }
     decoded
 }
 
-/// Decodes `input` group by group into `emit`; `None` (after emitting
-/// the groups before the fault) where it is not base64 as
-/// [`base64_decode`] reads it.
-fn base64_decode_with(input: &[u8], mut emit: impl FnMut(&[u8])) -> Option<()> {
-    let data = match input {
-        [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
-        _ => input,
-    };
-    let padding = input.len() - data.len();
-    if data.len() % 4 == 1 || (padding > 0 && (data.len() % 4 == 0 || data.len() % 4 + padding > 4))
-    {
-        return None;
-    }
-    let mut chunks = data.chunks(4);
-    for chunk in &mut chunks {
-        let mut n = 0u32;
-        for &symbol in chunk {
-            n = n << 6 | symbol_value(symbol)?;
+/// The length `input` decodes to, `None` where [`base64_decode`] refuses
+/// it; allocates nothing. Whole groups are decoded a chunk at a time onto
+/// the stack: a chunk before the last holds no padding (`=` there is
+/// refused, as a decode of the whole refuses it), the last is decoded as
+/// the end of the value.
+pub(crate) fn base64_decoded_len(input: &[u8]) -> Option<usize> {
+    let mut scratch = [0u8; CHUNK_SYMBOLS / 4 * 3];
+    let mut chunks = input.chunks(CHUNK_SYMBOLS).peekable();
+    let mut len = 0;
+    while let Some(chunk) = chunks.next() {
+        if chunks.peek().is_some() && chunk.contains(&b'=') {
+            return None;
         }
-        match chunk.len() {
-            4 => emit(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]),
-            3 if n & 0b11 == 0 => emit(&[(n >> 10) as u8, (n >> 2) as u8]),
-            2 if n & 0b1111 == 0 => emit(&[(n >> 4) as u8]),
-            _ => return None,
-        }
+        len += ENGINE.decode_slice(chunk, &mut scratch).ok()?;
     }
-    Some(())
+    Some(len)
 }
 
 #[cfg(test)]
@@ -121,7 +110,9 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(base64_encode_no_pad(input), expected.as_bytes());
-            assert_eq!(base64_decode(expected.as_bytes()).unwrap(), input);
+            let decoded = base64_decode(expected.as_bytes()).unwrap();
+            assert_eq!(decoded, input);
+            assert_eq!(decoded.capacity(), input.len(), "exactly sized");
             assert_eq!(base64_decoded_len(expected.as_bytes()), Some(input.len()));
             let mut out = b">".to_vec();
             assert!(base64_decode_into(expected.as_bytes(), &mut out));
@@ -167,18 +158,11 @@ mod tests {
         assert_eq!(base64_decode(&base64_encode_no_pad(&all)).unwrap(), all);
     }
 
-    /// Every string of up to 6 symbols over an alphabet with each kind of
-    /// symbol (last-symbol bit patterns, padding, bytes outside the
-    /// alphabet) decodes as tonic's engine decodes it.
+    /// The length without decoding agrees with decoding, on every short
+    /// string over an alphabet with each kind of symbol (last-symbol bit
+    /// patterns, padding, bytes outside the alphabet).
     #[test]
-    fn decode_agrees_with_tonics_engine() {
-        use base64::Engine as _;
-        use base64::engine::DecodePaddingMode;
-        use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
-        let tonic = GeneralPurpose::new(
-            &base64::alphabet::STANDARD,
-            GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-        );
+    fn decoded_len_agrees_with_decode_on_short_values() {
         let symbols = b"AQgZw/=- ";
         let mut input = Vec::new();
         for len in 0..=6u32 {
@@ -189,12 +173,48 @@ mod tests {
                     n /= symbols.len();
                 }
                 assert_eq!(
-                    base64_decode(&input),
-                    tonic.decode(&input).ok(),
+                    base64_decoded_len(&input),
+                    base64_decode(&input).map(|bytes| bytes.len()),
                     "{:?}",
                     String::from_utf8_lossy(&input)
                 );
             }
         }
+    }
+
+    /// Values longer than one chunk: padding or a bad byte on either side
+    /// of a chunk boundary, and each length around it.
+    #[test]
+    fn decoded_len_agrees_with_decode_across_chunks() {
+        let raw: Vec<u8> = (0..3 * CHUNK_SYMBOLS)
+            .map(|i| (i * 37 + 11) as u8)
+            .collect();
+        for len in (CHUNK_SYMBOLS / 4 * 3 - 4)..(CHUNK_SYMBOLS / 4 * 3 + 4) {
+            let encoded = base64_encode_no_pad(&raw[..len]);
+            assert_eq!(base64_decoded_len(&encoded), Some(len));
+            let mut padded = encoded.clone();
+            padded.resize(encoded.len().next_multiple_of(4), b'=');
+            assert_eq!(base64_decoded_len(&padded), Some(len), "{len} padded");
+        }
+        let encoded = base64_encode_no_pad(&raw);
+        for at in [
+            0,
+            CHUNK_SYMBOLS - 2,
+            CHUNK_SYMBOLS - 1,
+            CHUNK_SYMBOLS,
+            CHUNK_SYMBOLS + 1,
+        ] {
+            for byte in [b'=', b' ', b'-'] {
+                let mut bad = encoded.clone();
+                bad[at] = byte;
+                assert_eq!(base64_decode(&bad), None);
+                assert_eq!(base64_decoded_len(&bad), None, "{} at {at}", byte as char);
+            }
+        }
+        let mut two_values = base64_encode_no_pad(&raw[..CHUNK_SYMBOLS / 4 * 3 - 1]);
+        two_values.push(b'=');
+        two_values.extend_from_slice(b"Zm9v");
+        assert_eq!(base64_decode(&two_values), None);
+        assert_eq!(base64_decoded_len(&two_values), None);
     }
 }

@@ -1,4 +1,5 @@
-//! Cortex's tenant-id rules as one pass over the bytes of a header value.
+//! Cortex's tenant-id rules as one pass over the bytes of a header value,
+//! and a federated value's `|` split, walked once.
 //!
 //! The rules (cortexproject/cortex `pkg/util/users/tenant.go`):
 //! - characters `a-z A-Z 0-9 ! - _ . * ' ( )`,
@@ -8,8 +9,6 @@
 //!
 //! On top of Cortex, an empty id is refused: Cortex lets `""` through
 //! `ValidTenantID`, which turns `"a|"` into the tenants `["", "a"]`.
-
-use super::org_id_error::InvalidOrgIdError;
 
 /// The longest valid org id, in bytes (Cortex's `MaxTenantIDLength`).
 pub(crate) const MAX_ORG_ID_LEN: usize = 150;
@@ -21,6 +20,23 @@ pub(crate) const RESERVED_ORG_IDS: [&str; 2] = ["__markers__", "user-index.json.
 
 /// The separator between the tenants of a federated (multi-tenant) id.
 pub(crate) const TENANT_SEPARATOR: u8 = b'|';
+
+/// Which rule an id breaks, and where. Crate-private: `tenant` turns it
+/// into its public `Fault`, variant for variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// A byte outside `a-z A-Z 0-9 ! - _ . * ' ( )`, at its offset in the
+    /// header value.
+    Character { byte: u8, position: usize },
+    /// Longer than [`MAX_ORG_ID_LEN`] bytes.
+    TooLong { len: usize },
+    /// `.` or `..`.
+    DotSegment,
+    /// Empty, at its offset in the header value.
+    Empty { position: usize },
+    /// One of [`RESERVED_ORG_IDS`].
+    Reserved { name: &'static str },
+}
 
 /// `ALLOWED[b]` is true when byte `b` may appear in an org id.
 static ALLOWED: [bool; 256] = allowed_table();
@@ -46,9 +62,9 @@ pub(crate) fn is_allowed_byte(byte: u8) -> bool {
 /// Checks one org id against every rule. `offset` is where `id` starts in
 /// the header value it came from, so errors report positions in that value.
 #[inline]
-pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdError> {
+pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), Fault> {
     if let Some(position) = id.iter().position(|&b| !is_allowed_byte(b)) {
-        return Err(InvalidOrgIdError::Character {
+        return Err(Fault::Character {
             byte: id[position],
             position: offset + position,
         });
@@ -58,44 +74,26 @@ pub(crate) fn check_org_id(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdE
 
 /// The rules that look at the whole id rather than at each byte.
 #[inline]
-fn check_shape(id: &[u8], offset: usize) -> Result<(), InvalidOrgIdError> {
+fn check_shape(id: &[u8], offset: usize) -> Result<(), Fault> {
     match id {
-        [] => Err(InvalidOrgIdError::Empty { position: offset }),
-        b"." | b".." => Err(InvalidOrgIdError::DotSegment),
-        _ if id.len() > MAX_ORG_ID_LEN => Err(InvalidOrgIdError::TooLong { len: id.len() }),
+        [] => Err(Fault::Empty { position: offset }),
+        b"." | b".." => Err(Fault::DotSegment),
+        _ if id.len() > MAX_ORG_ID_LEN => Err(Fault::TooLong { len: id.len() }),
         _ => match RESERVED_ORG_IDS.iter().find(|r| r.as_bytes() == id) {
-            Some(reserved) => Err(InvalidOrgIdError::Reserved { name: reserved }),
+            Some(reserved) => Err(Fault::Reserved { name: reserved }),
             None => Ok(()),
         },
     }
-}
-
-/// Validates a single org id and returns it as `&str`.
-///
-/// The rule pass proves every byte is ASCII, so the conversion to `&str`
-/// that follows cannot fail; it runs std's word-at-a-time ASCII fast path
-/// (this module has no `unsafe` to skip it).
-///
-/// ```
-/// use tonic_hotpath::tenant::validate_org_id;
-///
-/// assert_eq!(validate_org_id(b"team-a").unwrap(), "team-a");
-/// let err = validate_org_id(b"team a").unwrap_err();
-/// assert_eq!(err.to_string(), "org id has unsupported character ' ' at byte 4");
-/// ```
-pub fn validate_org_id(id: &[u8]) -> Result<&str, InvalidOrgIdError> {
-    check_org_id(id, 0)?;
-    ascii_str(id, 0)
 }
 
 /// Converts validated (hence ASCII) bytes to `&str`. The error arm is
 /// unreachable after [`check_org_id`]; it still maps to an error value
 /// rather than a panic.
 #[inline]
-pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, InvalidOrgIdError> {
+pub(crate) fn ascii_str(id: &[u8], offset: usize) -> Result<&str, Fault> {
     std::str::from_utf8(id).map_err(|e| {
         let position = e.valid_up_to();
-        InvalidOrgIdError::Character {
+        Fault::Character {
             byte: id[position],
             position: offset + position,
         }
@@ -117,35 +115,53 @@ pub(crate) enum Tenants<'a> {
     Several { separator: usize },
 }
 
-/// Classifies one `x-scope-orgid` value: the one place every part (the
-/// extractors, the server layer, the limits, the metrics' tenant
-/// attribute) sorts a value into one tenant, several, or invalid.
+/// Sorts one `x-scope-orgid` value into one tenant, several, or invalid,
+/// for the parts that need no more (the extractors, the server layer, the
+/// limits, the metrics' tenant attribute): [`split`] with no use for the
+/// members.
 #[inline]
-pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, InvalidOrgIdError> {
+pub(crate) fn classify(value: &[u8]) -> Result<Tenants<'_>, Fault> {
+    split(value, |_| {})
+}
+
+/// The one walk over an `x-scope-orgid` value: a single id is checked in
+/// one pass (the common case; its first refused byte, if a `|`, starts
+/// the split); a federated value is split on `|` once, each member checked
+/// as it is reached and then handed to `member`, in order (`member` sees
+/// nothing for a value without `|`: that value is [`Tenants::One`]).
+#[inline]
+pub(crate) fn split<'a>(
+    value: &'a [u8],
+    member: impl FnMut(&'a [u8]),
+) -> Result<Tenants<'a>, Fault> {
     match check_org_id(value, 0) {
         Ok(()) => Ok(Tenants::One(value)),
-        Err(InvalidOrgIdError::Character {
+        Err(Fault::Character {
             byte: TENANT_SEPARATOR,
             position,
-        }) => classify_several(value, position),
-        Err(invalid) => Err(invalid),
+        }) => split_several(value, position, member),
+        Err(fault) => Err(fault),
     }
 }
 
-/// [`classify`] for a value with a `|` at `separator` (the first byte the
+/// [`split`] for a value with a `|` at `separator` (the first byte the
 /// single-id rules refused).
 #[cold]
-fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, InvalidOrgIdError> {
-    let mut offset = 0;
+fn split_several<'a>(
+    value: &'a [u8],
+    separator: usize,
+    mut each: impl FnMut(&'a [u8]),
+) -> Result<Tenants<'a>, Fault> {
+    let mut members = Members::default();
     let mut first: Option<&[u8]> = None;
     let mut distinct = false;
     for member in value.split(|&b| b == TENANT_SEPARATOR) {
-        check_org_id(member, offset)?;
+        members.check(member)?;
+        each(member);
         match first {
             None => first = Some(member),
             Some(first) => distinct |= first != member,
         }
-        offset += member.len() + 1;
     }
     match (distinct, first) {
         (false, Some(member)) => Ok(Tenants::One(member)),
@@ -153,11 +169,31 @@ fn classify_several(value: &[u8], separator: usize) -> Result<Tenants<'_>, Inval
     }
 }
 
+/// The members of one federated id checked in order, each error's
+/// position counted in the value the members make joined with `|` (for a
+/// list of ids given one by one, an error means what it would in that
+/// value).
+#[derive(Debug, Default)]
+pub(crate) struct Members {
+    /// Where the next member starts in the joined value.
+    offset: usize,
+}
+
+impl Members {
+    /// Checks the next member.
+    #[inline]
+    pub(crate) fn check(&mut self, member: &[u8]) -> Result<(), Fault> {
+        check_org_id(member, self.offset)?;
+        self.offset += member.len() + 1;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn err(id: &[u8]) -> InvalidOrgIdError {
+    fn err(id: &[u8]) -> Fault {
         check_org_id(id, 0).unwrap_err()
     }
 
@@ -167,9 +203,11 @@ mod tests {
         for c in allowed.bytes() {
             assert!(is_allowed_byte(c), "{}", c as char);
             let id = [b'x', c, b'y'];
-            assert_eq!(validate_org_id(&id).unwrap().as_bytes(), id);
+            assert_eq!(check_org_id(&id, 0), Ok(()));
+            assert_eq!(ascii_str(&id, 0).unwrap().as_bytes(), id);
         }
-        assert_eq!(validate_org_id(allowed.as_bytes()).unwrap(), allowed);
+        assert_eq!(check_org_id(allowed.as_bytes(), 0), Ok(()));
+        assert_eq!(ascii_str(allowed.as_bytes(), 0), Ok(allowed));
     }
 
     #[test]
@@ -192,7 +230,7 @@ mod tests {
         ] {
             assert_eq!(
                 err(&[b'a', b]),
-                InvalidOrgIdError::Character {
+                Fault::Character {
                     byte: b,
                     position: 1
                 }
@@ -205,17 +243,13 @@ mod tests {
         let ok = vec![b'a'; MAX_ORG_ID_LEN];
         assert!(check_org_id(&ok, 0).is_ok());
         let long = vec![b'a'; MAX_ORG_ID_LEN + 1];
-        assert_eq!(err(&long), InvalidOrgIdError::TooLong { len: 151 });
-        assert_eq!(
-            err(&long).to_string(),
-            "org id is 151 bytes long, the limit is 150"
-        );
+        assert_eq!(err(&long), Fault::TooLong { len: 151 });
     }
 
     #[test]
     fn dot_segments_are_refused_but_dots_inside_ids_are_fine() {
-        assert_eq!(err(b"."), InvalidOrgIdError::DotSegment);
-        assert_eq!(err(b".."), InvalidOrgIdError::DotSegment);
+        assert_eq!(err(b"."), Fault::DotSegment);
+        assert_eq!(err(b".."), Fault::DotSegment);
         for ok in [&b"..."[..], b".a", b"a.", b"a..b"] {
             assert!(check_org_id(ok, 0).is_ok());
         }
@@ -223,16 +257,16 @@ mod tests {
 
     #[test]
     fn empty_and_reserved_ids_are_refused() {
-        assert_eq!(err(b""), InvalidOrgIdError::Empty { position: 0 });
+        assert_eq!(err(b""), Fault::Empty { position: 0 });
         assert_eq!(
             err(b"__markers__"),
-            InvalidOrgIdError::Reserved {
+            Fault::Reserved {
                 name: "__markers__"
             }
         );
         assert_eq!(
             err(b"user-index.json.gz"),
-            InvalidOrgIdError::Reserved {
+            Fault::Reserved {
                 name: "user-index.json.gz"
             }
         );
@@ -244,7 +278,7 @@ mod tests {
     fn positions_include_the_offset_and_name_the_first_bad_byte() {
         assert_eq!(
             check_org_id(b"ab%c$", 7).unwrap_err(),
-            InvalidOrgIdError::Character {
+            Fault::Character {
                 byte: b'%',
                 position: 9
             }
@@ -258,31 +292,68 @@ mod tests {
         assert_eq!(classify(b"b|a|b"), Ok(Tenants::Several { separator: 1 }));
         assert_eq!(
             classify(b"a|b c"),
-            Err(InvalidOrgIdError::Character {
+            Err(Fault::Character {
                 byte: b' ',
                 position: 3
             }),
             "an invalid member is the error, not the count"
         );
-        assert_eq!(
-            classify(b"a|"),
-            Err(InvalidOrgIdError::Empty { position: 2 })
-        );
-        assert_eq!(
-            classify(b"|a"),
-            Err(InvalidOrgIdError::Empty { position: 0 })
-        );
-        assert_eq!(
-            classify(b"a||b"),
-            Err(InvalidOrgIdError::Empty { position: 2 })
-        );
+        assert_eq!(classify(b"a|"), Err(Fault::Empty { position: 2 }));
+        assert_eq!(classify(b"|a"), Err(Fault::Empty { position: 0 }));
+        assert_eq!(classify(b"a||b"), Err(Fault::Empty { position: 2 }));
         assert_eq!(
             classify(b"a b|c"),
-            Err(InvalidOrgIdError::Character {
+            Err(Fault::Character {
                 byte: b' ',
                 position: 1
             })
         );
-        assert_eq!(classify(b".."), Err(InvalidOrgIdError::DotSegment));
+        assert_eq!(classify(b".."), Err(Fault::DotSegment));
+    }
+
+    #[test]
+    fn the_split_hands_over_each_checked_member_once_in_order() {
+        let mut seen = Vec::new();
+        assert_eq!(
+            split(b"b|a|b", |member| seen.push(member)),
+            Ok(Tenants::Several { separator: 1 })
+        );
+        assert_eq!(seen, [&b"b"[..], b"a", b"b"]);
+        seen.clear();
+        assert_eq!(
+            split(b"a|a", |member| seen.push(member)),
+            Ok(Tenants::One(b"a"))
+        );
+        assert_eq!(seen, [&b"a"[..], b"a"]);
+        seen.clear();
+        assert_eq!(
+            split(b"team-a", |member| seen.push(member)),
+            Ok(Tenants::One(b"team-a"))
+        );
+        assert!(seen.is_empty(), "a single id is the value itself");
+        assert_eq!(
+            split(b"a|b c|d", |member| seen.push(member)),
+            Err(Fault::Character {
+                byte: b' ',
+                position: 3
+            })
+        );
+        assert_eq!(seen, [b"a"], "members up to the invalid one");
+    }
+
+    #[test]
+    fn members_count_positions_as_if_joined() {
+        let mut members = Members::default();
+        assert_eq!(members.check(b"ab"), Ok(()));
+        assert_eq!(members.check(b""), Err(Fault::Empty { position: 3 }));
+        let mut members = Members::default();
+        assert_eq!(members.check(b"ab"), Ok(()));
+        assert_eq!(
+            members.check(b"c d"),
+            Err(Fault::Character {
+                byte: b' ',
+                position: 4
+            })
+        );
     }
 }

@@ -12,21 +12,21 @@ use prost::Message as _;
 
 use super::*;
 use crate::binlog::address::ip_address;
-use crate::binlog::metadata::omitted;
 use crate::binlog::proto::grpc_log_entry::Payload;
 use crate::binlog::proto::{
     ClientHeader, GrpcLogEntry, Message, Metadata, MetadataEntry, ServerHeader, Trailer,
 };
 use crate::wire::base64::base64_decode;
+use crate::wire::keys::{GRPC_TRACE_BIN, binlog_omits, is_binary};
 
 /// The metadata as the log built it before: owned entries, then cut.
 fn owned_metadata(headers: &HeaderMap, limit: u64) -> (Metadata, bool) {
     let mut entry: Vec<MetadataEntry> = headers
         .iter()
-        .filter(|(key, _)| !omitted(key.as_str()))
+        .filter(|(key, _)| !binlog_omits(key.as_str()))
         .map(|(key, value)| MetadataEntry {
             key: key.as_str().to_owned(),
-            value: match key.as_str().ends_with("-bin") {
+            value: match is_binary(key.as_str().as_bytes()) {
                 true => base64_decode(value.as_bytes())
                     .map(Bytes::from)
                     .unwrap_or_else(|| Bytes::copy_from_slice(value.as_bytes())),
@@ -40,7 +40,7 @@ fn owned_metadata(headers: &HeaderMap, limit: u64) -> (Metadata, bool) {
     let mut budget = limit;
     let mut index = 0;
     while let Some(item) = entry.get(index) {
-        if item.key != "grpc-trace-bin" {
+        if item.key != GRPC_TRACE_BIN {
             let len = (item.key.len() + item.value.len()) as u64;
             if len > budget {
                 break;

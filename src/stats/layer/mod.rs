@@ -17,7 +17,9 @@
 //! - `service_core.rs`: what a layered service shares with its RPCs;
 //!   `open_service.rs`: the service while a clone of it lives (dropping
 //!   the last closes its free lists).
-//! - `status.rs`: the status an RPC ended with; `headers.rs`: the gRPC
+//! - `status.rs`: the status an RPC ended with, mapped from an error by
+//!   `error_chain.rs` (what each link of its source chain is, walked
+//!   once for the client's and the server's mappings); `headers.rs`: the gRPC
 //!   headers read on the way (`grpc-status`, `grpc-timeout`, encodings);
 //!   `context.rs`: the context (`ServiceContext`) a server RPC's inner
 //!   service runs in.
@@ -26,6 +28,7 @@ mod body;
 mod connections;
 mod context;
 mod ending;
+mod error_chain;
 mod future;
 mod handler_set;
 pub(crate) mod headers;

@@ -9,7 +9,7 @@ use std::error::Error;
 use http::StatusCode;
 use tonic::Code;
 
-use crate::wire::error_chain::{Cause, causes};
+use super::error_chain::{Cause, causes};
 
 /// The code the *caller* is handed for an error from the client's
 /// transport or a body (tonic's `Status::from_error`): a `tonic::Status`

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use super::ResponseBody;
 use crate::tenant::inner_or_rejected::InnerOrRejected;
 use crate::tenant::refusal::Refusal;
-use crate::wire::org_id_error::OrgIdError;
+use crate::tenant::OrgIdError;
 
 pin_project! {
     /// The response future of [`RequireOrgId`](super::RequireOrgId): the

@@ -7,11 +7,11 @@ use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
+use super::error::OrgIdError;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
 use super::paths::{PathSet, names};
 use super::refusal::Refusal;
 use super::tenant_ids::TenantIds;
-use crate::wire::org_id_error::OrgIdError;
 
 mod body;
 mod future;
