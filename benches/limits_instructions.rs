@@ -18,7 +18,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use http::{Request, Response};
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 use tower::{Layer, Service, service_fn};
 
 fn request() -> Request<()> {

@@ -75,23 +75,24 @@
 //! # Ok::<(), tenant::OrgIdError>(())
 //! ```
 
-mod body;
+pub(crate) mod body;
 mod client;
 mod consts;
 mod error;
-mod extract;
+pub(crate) mod extract;
 mod future;
 mod inject;
 mod layer;
-#[cfg(feature = "limits")]
-pub mod limits;
 mod org_id;
-mod paths;
-mod refusal;
+pub(crate) mod paths;
+pub(crate) mod refusal;
 mod request_ext;
 mod tenant_ids;
 
 pub use crate::wire::org_id::validate_org_id;
+#[cfg(feature = "limits")]
+#[deprecated(note = "moved to `tonic_hotpath::limits`: import from there")]
+pub mod limits;
 pub use crate::wire::org_id_error::{InvalidOrgIdError, OrgIdError};
 pub use error::InjectError;
 pub use extract::{

@@ -54,7 +54,7 @@
 //!
 //! # Where it goes
 //!
-//! Inside [`RequireOrgIdLayer`](super::RequireOrgIdLayer) (the order
+//! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order
 //! `DESIGN.md` gives) it reads the tenants that layer validated from the
 //! request's extensions; outside it, or without it, it reads
 //! `x-scope-orgid` itself, borrowed, by the same rules. Either order
@@ -240,9 +240,12 @@ mod budget;
 mod config;
 #[cfg(feature = "limits-file")]
 mod file;
+#[cfg(feature = "limits-redis")]
+mod fleet;
 mod future;
 mod gcra;
 mod handle;
+mod keeper;
 mod layer;
 mod limiter;
 mod map;

@@ -11,8 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::share::TrafficShare;
-use crate::tenant::limits::config::Rate;
-use crate::tenant::limits::gcra::Gcra;
+use crate::limits::config::Rate;
+use crate::limits::gcra::Gcra;
 
 /// Nanoseconds to ticks.
 pub(crate) const fn ticks(nanos: u64) -> u64 {

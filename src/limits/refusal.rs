@@ -4,15 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::StatusCode;
 use tonic::Status;
 use tonic::metadata::MetadataValue;
 
-use super::body::ResponseBody;
 use super::config::Rate;
 use crate::tenant::OrgId;
-use crate::tenant::refusal::{RefusalBody, RefusalError};
+use crate::tenant::refusal::RefusalError;
 
 impl LimitError {
     /// The trailer that tells a gRPC client when to retry (gRFC A6):
@@ -46,7 +44,7 @@ impl LimitError {
 /// ```
 /// use std::time::Duration;
 /// use tonic_hotpath::tenant::OrgId;
-/// use tonic_hotpath::tenant::limits::{LimitKind, LimitError};
+/// use tonic_hotpath::limits::{LimitKind, LimitError};
 ///
 /// let refused = LimitError::new(OrgId::new("team-a")?, LimitKind::InFlight { max: 4 });
 /// assert_eq!(
@@ -212,18 +210,13 @@ impl RefusalError for LimitError {
     }
 }
 
-impl<B> RefusalBody for ResponseBody<B> {
-    fn refusal_text(text: Bytes) -> Self {
-        ResponseBody::refusal_text(text)
-    }
-}
-
 /// A refused call and the protocol to answer it in: a trailers-only
 /// `RESOURCE_EXHAUSTED`, or `429` with the text to plain HTTP.
 pub(crate) type Refusal = crate::tenant::refusal::Refusal<LimitError>;
 
 #[cfg(test)]
 mod tests {
+    use super::super::body::ResponseBody;
     use http::header::CONTENT_TYPE;
     use http::{HeaderMap, HeaderValue};
 

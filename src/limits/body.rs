@@ -10,6 +10,13 @@ use pin_project_lite::pin_project;
 
 use super::state::Slot;
 use crate::tenant::body::RefusalText;
+use crate::tenant::refusal::RefusalBody;
+
+impl<B> RefusalBody for ResponseBody<B> {
+    fn refusal_text(text: Bytes) -> Self {
+        ResponseBody::refusal_text(text)
+    }
+}
 
 pin_project! {
     /// The response body of [`TenantLimit`](super::TenantLimit): the inner
@@ -27,7 +34,7 @@ pin_project! {
     ///
     /// ```
     /// use http_body::Body as _;
-    /// use tonic_hotpath::tenant::limits::ResponseBody;
+    /// use tonic_hotpath::limits::ResponseBody;
     ///
     /// let refused = ResponseBody::<String>::default();
     /// assert!(refused.is_end_stream());
