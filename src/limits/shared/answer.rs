@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use event_listener::EventListener;
 use tokio::time::Sleep;
 
-use super::rates::FleetTenant;
 use super::requests::SharedLimits;
+use super::tenant::FleetTenant;
 use crate::limits::state::Bucket;
 
 /// Ready when the answer to the request in flight for a tenant's call

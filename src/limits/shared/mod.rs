@@ -21,6 +21,8 @@ mod rates;
 mod requests;
 mod script;
 mod share;
+mod tenant;
+mod tick;
 #[cfg(feature = "limits-redis-tls")]
 mod tls;
 

@@ -1,57 +1,20 @@
 //! The Redis backend as the limiter's shared rate keeper
-//! ([`SharedRates`]): what it keeps per tenant ([`FleetTenant`]: a lease
-//! on each of the tenant's fleet-wide buckets), and how a call or a work
-//! charge spends them.
+//! ([`SharedRates`]): how a call or a work charge spends the tenant's
+//! leases ([`FleetTenant`](super::tenant::FleetTenant)), gives units back, falls back, and waits for
+//! an answer.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use event_listener::Event;
-
 use super::answer::AnswerWait;
-use super::lease::{Lease, NoCredit, Take, ticks};
+use super::lease::{NoCredit, Take};
 use super::requests::SharedLimits;
+use super::tenant::fleet;
+use super::tick::ticks;
 use crate::limits::config::Rate;
 use crate::limits::gcra::Gcra;
 use crate::limits::keeper::{AnswerDue, Dry, ReplicaCount, SharedRates, SharedUnit};
-use crate::limits::state::{Bucket, TenantExtra, TenantState};
-
-/// What the backend keeps per tenant, in its state: the leases on its
-/// fleet-wide call and work buckets.
-#[derive(Debug, Default)]
-pub(crate) struct FleetTenant {
-    call_lease: Lease,
-    work_lease: Lease,
-    /// Notified after every answer to a request for either lease (and a
-    /// request that ended without one), for the calls waiting on it. One
-    /// word until a call listens.
-    pub(crate) answered: Event,
-}
-
-impl FleetTenant {
-    /// The lease on `bucket`.
-    pub(crate) fn lease(&self, bucket: Bucket) -> &Lease {
-        match bucket {
-            Bucket::Calls => &self.call_lease,
-            Bucket::Work => &self.work_lease,
-        }
-    }
-}
-
-impl TenantExtra for FleetTenant {
-    /// Idle when the leases hold nothing an eviction would lose (units in
-    /// stock, a request in flight); a debt not yet charged is forgotten.
-    fn is_idle(&self, now: u64) -> bool {
-        let tick = ticks(now);
-        self.call_lease.is_idle(tick) && self.work_lease.is_idle(tick)
-    }
-}
-
-/// The backend's part of `state` (made on first use).
-#[inline]
-pub(crate) fn fleet(state: &TenantState) -> Option<&FleetTenant> {
-    state.extra::<FleetTenant>()
-}
+use crate::limits::state::{Bucket, TenantState};
 
 /// No unit, and nothing known of the fleet: the shortest pushback (never
 /// met: a limiter's states hold only its own keeper's part).

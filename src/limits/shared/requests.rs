@@ -8,9 +8,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::backend::RedisBackend;
-use super::lease::{Answered, CreditLimits, nanos, ticks};
-use super::rates::fleet;
+use super::lease::{Answered, CreditLimits};
 use super::script::LeaseAsk;
+use super::tenant::fleet;
+use super::tick::{nanos, ticks};
 use crate::limits::config::Rate;
 use crate::limits::map::Clock;
 use crate::limits::state::{Bucket, TenantState};

@@ -4,8 +4,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::lease::{nanos, ticks};
 use super::script::TRAFFIC_TIME;
+use super::tick::{nanos, ticks};
 use crate::limits::config::Rate;
 use crate::limits::gcra::Gcra;
 
