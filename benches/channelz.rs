@@ -4,12 +4,12 @@
 //! - In-process server: the echo `Routes` under `CombinedLayer::server()`
 //!   with no handler's work (`noop_1`: no payload times; `timed_1`: a
 //!   no-op that takes payload times, as channelz does), and with
-//!   channelz's `ServerHandler` (the server's calls: per-thread-slot
+//!   channelz's `ServerEntry` (the server's calls: per-thread-slot
 //!   counters and the last start). In process there is no connection, so
 //!   no socket.
 //! - In-process client, linked: `CombinedLayer::client()` with a
 //!   connection open from the layer's connector, so every RPC also counts
-//!   on its socket and subchannel (`ChannelHandler`), beside a no-op.
+//!   on its socket and subchannel (`ChannelEntry`), beside a no-op.
 //! - Loopback, linked on both sides (server from the layer's incoming
 //!   stream, channel from its connector): no layer, no-op handlers, the
 //!   channelz handlers; client and server on one current-thread runtime.
@@ -39,7 +39,7 @@ use stats_harness::{
     linked_loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
 };
 use tonic::transport::Server;
-use tonic_hotpath::channelz::{ChannelHandler, ServerHandler};
+use tonic_hotpath::channelz::{ChannelEntry, ServerEntry};
 use tonic_hotpath::stats::CombinedLayer;
 use tower::Layer;
 use tower::layer::util::Identity;
@@ -55,7 +55,7 @@ fn in_process_server(c: &mut Criterion) {
         ("timed_1", round(&rt, CombinedLayer::server().with(Timed))),
         (
             "channelz_server",
-            round(&rt, CombinedLayer::server().with(ServerHandler::new())),
+            round(&rt, CombinedLayer::server().with(ServerEntry::new())),
         ),
     ];
     interleaved::print_overhead("in-process server", &mut variants, 150, CALLS_PER_ROUND);
@@ -74,7 +74,7 @@ fn in_process_server(c: &mut Criterion) {
         "timed_1",
         CombinedLayer::server().with(Timed),
     );
-    let channelz = CombinedLayer::server().with(ServerHandler::new());
+    let channelz = CombinedLayer::server().with(ServerEntry::new());
     in_process(&mut group, &rt, "channelz_server", channelz);
     group.finish();
 }
@@ -82,7 +82,7 @@ fn in_process_server(c: &mut Criterion) {
 fn in_process_client(c: &mut Criterion) {
     let rt = current_thread_runtime();
     let noop = CombinedLayer::client().with(Timed);
-    let channelz = CombinedLayer::client().with(ChannelHandler::new("bench"));
+    let channelz = CombinedLayer::client().with(ChannelEntry::new("bench"));
     // Kept open for the whole group: every RPC of each layer reads it.
     let _noop_conn = rt.block_on(open_linked_connection(&noop));
     let _channelz_conn = rt.block_on(open_linked_connection(&channelz));
@@ -134,8 +134,8 @@ fn loopback_linked(c: &mut Criterion) {
         b.to_async(&rt).iter(|| one_rpc(noop.clone()))
     });
     let channelz = rt.block_on(linked_loopback_client(
-        ServerHandler::new(),
-        ChannelHandler::new("bench"),
+        ServerEntry::new(),
+        ChannelEntry::new("bench"),
     ));
     group.bench_function("channelz", |b| {
         b.to_async(&rt).iter(|| one_rpc(channelz.clone()))

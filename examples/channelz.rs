@@ -1,6 +1,6 @@
 //! channelz on a real server and client: the standard health service
-//! behind a stats layer with channelz's `ServerHandler`, a client channel
-//! with a `ChannelHandler` making calls (some failing), and the admin
+//! behind a stats layer with channelz's `ServerEntry`, a client channel
+//! with a `ChannelEntry` making calls (some failing), and the admin
 //! services (channelz, reflection, health) on a port of their own. Then it
 //! asks channelz what it saw, as any gRPC tool would, and prints it.
 //! Exits non-zero if channelz's counts differ from the calls made.
@@ -16,7 +16,7 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
-use tonic_hotpath::channelz::{Admin, ChannelHandler, HealthReporter, ServerHandler, proto};
+use tonic_hotpath::channelz::{Admin, ChannelEntry, HealthReporter, ServerEntry, proto};
 use tonic_hotpath::stats::CombinedLayer;
 
 const OK_CALLS: i64 = 20;
@@ -25,7 +25,7 @@ const FAILED_CALLS: i64 = 5;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The application's server: health, behind the stats layer.
-    let server_channelz = ServerHandler::named("health-server");
+    let server_channelz = ServerEntry::named("health-server");
     let server_id = server_channelz.id();
     let layer = CombinedLayer::server().with(server_channelz);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -53,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A client channel, registered under its target.
     let target = format!("http://{addr}");
-    let client_layer = CombinedLayer::client().with(ChannelHandler::new(&target));
+    let client_layer = CombinedLayer::client().with(ChannelEntry::new(&target));
     let channel = Endpoint::from_shared(target)?
         .connect_with_connector(client_layer.connector())
         .await?;

@@ -36,7 +36,7 @@ use serde_json::Value;
 use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_hotpath::channelz::ServerHandler;
+use tonic_hotpath::channelz::ServerEntry;
 
 use channelz_interop::*;
 use channelz_support::*;
@@ -350,7 +350,7 @@ async fn grpcurl_lists_describes_and_calls_channelz_through_reflection() {
     let admin = spawn_admin().await;
     let addr = admin.to_string();
     // A server to find (not served: it has no connections to come and go).
-    let server = ServerHandler::named("grpcurl");
+    let server = ServerEntry::named("grpcurl");
 
     let grpcurl_ok = |args: Vec<&str>| {
         let args: Vec<String> = args.into_iter().map(str::to_owned).collect();

@@ -10,7 +10,7 @@ use channelz_support::*;
 use tonic::Code;
 use tonic::transport::{Channel, Server};
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
-use tonic_hotpath::channelz::{ChannelHandler, ServerHandler, proto};
+use tonic_hotpath::channelz::{ChannelEntry, ServerEntry, proto};
 
 use crate::support::EchoRequest;
 
@@ -69,10 +69,10 @@ async fn ids_pages_and_churn() {
     let mut channelz = channelz_client(admin).await;
 
     // Ids: increasing in creation order, across kinds.
-    let servers: Vec<ServerHandler> = (0..5)
-        .map(|n| ServerHandler::named(format!("s{n}")))
+    let servers: Vec<ServerEntry> = (0..5)
+        .map(|n| ServerEntry::named(format!("s{n}")))
         .collect();
-    let ids: Vec<i64> = servers.iter().map(ServerHandler::id).collect();
+    let ids: Vec<i64> = servers.iter().map(ServerEntry::id).collect();
     assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
 
     // Pages of 2: [s0 s1] [s2 s3] [s4], only the last one the end.
@@ -96,7 +96,7 @@ async fn ids_pages_and_churn() {
         vec![(ids[2..5].to_vec(), true)]
     );
     // max_results 0: grpc-go's page of 50.
-    let many: Vec<ServerHandler> = (0..60).map(|_| ServerHandler::new()).collect();
+    let many: Vec<ServerEntry> = (0..60).map(|_| ServerEntry::new()).collect();
     let pages = server_pages(&mut channelz, 0, 0).await;
     assert_eq!(
         pages.iter().map(|(ids, _)| ids.len()).collect::<Vec<_>>(),
@@ -113,7 +113,7 @@ async fn ids_pages_and_churn() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
-    let newer = ServerHandler::new();
+    let newer = ServerEntry::new();
     assert!(newer.id() > ids[4] + 60);
     assert_eq!(
         server_pages(&mut channelz, 0, 0).await,
@@ -122,10 +122,10 @@ async fn ids_pages_and_churn() {
     drop(newer);
 
     // Channels: a top channel per handler, leaving when it is dropped.
-    let channels: Vec<ChannelHandler> = (0..3)
-        .map(|n| ChannelHandler::new(format!("dns:///c{n}")))
+    let channels: Vec<ChannelEntry> = (0..3)
+        .map(|n| ChannelEntry::new(format!("dns:///c{n}")))
         .collect();
-    let channel_ids: Vec<i64> = channels.iter().map(ChannelHandler::id).collect();
+    let channel_ids: Vec<i64> = channels.iter().map(ChannelEntry::id).collect();
     assert_eq!(top_channel_ids(&mut channelz).await, channel_ids);
     drop(channels);
     assert!(top_channel_ids(&mut channelz).await.is_empty());
@@ -133,7 +133,7 @@ async fn ids_pages_and_churn() {
     // Churn: 2 000 connections, each with its own channel handler, opened,
     // used once and closed, 50 at a time. Afterwards nothing of them is
     // left: no socket under the server, no top channel.
-    let server = spawn_server(Server::builder(), ServerHandler::new()).await;
+    let server = spawn_server(Server::builder(), ServerEntry::new()).await;
     let mut first_subchannel = None;
     for _batch in 0..40 {
         let mut calls = tokio::task::JoinSet::new();

@@ -18,7 +18,7 @@ use prost::Message;
 use tonic::body::Body;
 use tonic::service::Routes;
 use tonic_health::pb::HealthCheckRequest;
-use tonic_hotpath::channelz::ServerHandler;
+use tonic_hotpath::channelz::ServerEntry;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
@@ -132,9 +132,9 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
             (
                 "channelz",
                 "channelz",
-                "CombinedLayer::server() with channelz's ServerHandler (server calls counted per thread slot)",
+                "CombinedLayer::server() with channelz's ServerEntry (server calls counted per thread slot)",
             ),
-            CombinedLayer::server().with(ServerHandler::new()),
+            CombinedLayer::server().with(ServerEntry::new()),
         ),
         server(
             (
@@ -399,7 +399,7 @@ mod binlog {
             (
                 "operator",
                 "operator stack",
-                "CombinedLayer::server() with OtelMetrics (SDK), channelz's ServerHandler and a BinaryLog that leaves the check out, then RequireOrgIdLayer and TenantLimitLayer (under its limits)",
+                "CombinedLayer::server() with OtelMetrics (SDK), channelz's ServerEntry and a BinaryLog that leaves the check out, then RequireOrgIdLayer and TenantLimitLayer (under its limits)",
             ),
             operator_stack(
                 otel_metrics(providers.sdk()),

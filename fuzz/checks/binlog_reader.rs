@@ -57,7 +57,7 @@ pub fn check(data: &[u8]) {
         0 => 0,
         1 => 16,
         2 => 1024,
-        _ => tonic_hotpath::binlog::DEFAULT_MAX_ENTRY_LEN,
+        _ => LogReader::DEFAULT_MAX_ENTRY_LEN,
     };
     let bytes = input.rest();
     let mut reader = LogReader::new(Cursor::new(bytes), framing).with_max_entry_len(max);

@@ -11,30 +11,30 @@ use prost::Message;
 use tonic::{Code, Request, Status};
 use tonic_hotpath::channelz::proto::channelz_server::Channelz;
 use tonic_hotpath::channelz::proto::*;
-use tonic_hotpath::channelz::{ChannelHandler, ChannelzService, ListenSocket, ServerHandler};
+use tonic_hotpath::channelz::{ChannelEntry, ChannelzService, ListenSocket, ServerEntry};
 
 use super::body::now;
 use super::input::Input;
 
 /// What the fuzzed process registered (kept alive for the whole run).
 struct Registered {
-    servers: Vec<ServerHandler>,
+    servers: Vec<ServerEntry>,
     _listen: Vec<ListenSocket>,
-    channels: Vec<ChannelHandler>,
+    channels: Vec<ChannelEntry>,
 }
 
 fn registered() -> &'static Registered {
     static REGISTERED: OnceLock<Registered> = OnceLock::new();
     REGISTERED.get_or_init(|| {
-        let servers: Vec<ServerHandler> = (0..3)
-            .map(|i| ServerHandler::named(format!("s{i}")))
+        let servers: Vec<ServerEntry> = (0..3)
+            .map(|i| ServerEntry::named(format!("s{i}")))
             .collect();
         let listen = servers
             .iter()
             .map(|server| server.listen_socket(SocketAddr::from(([127, 0, 0, 1], 50051))))
             .collect();
         let channels = (0..60)
-            .map(|i| ChannelHandler::new(format!("dns:///c{i}")))
+            .map(|i| ChannelEntry::new(format!("dns:///c{i}")))
             .collect();
         Registered {
             servers,

@@ -7,11 +7,13 @@
 use tonic::Code;
 use tonic::codec::Streaming;
 use tonic_hotpath::internals::{self, FrameStep};
-use tonic_hotpath::stats::frame::{FrameDecoder, FrameError, FrameHeader, PREFIX_LEN};
+use tonic_hotpath::stats::frame::{FrameDecoder, FrameError, FrameHeader};
 
 use super::body::{Chunks, now};
 use super::compression_support::LenDecoder;
 use super::input::{Input, split};
+
+const PREFIX_LEN: usize = FrameHeader::PREFIX_LEN;
 
 /// Whole messages (header and bytes), and how the stream ended.
 type Reading<'w> = (Vec<(FrameHeader, &'w [u8])>, Result<(), FrameError>);

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use http::{HeaderMap, HeaderValue};
 use prost::Message;
 use tonic_hotpath::orca::{
-    GRPC_TRAILER, OrcaLoadReport, ReportFormat, load_report_from, parse_endpoint_load_metrics,
+    OrcaLoadReport, ReportFormat, load_report_from, parse_endpoint_load_metrics,
 };
 
 use super::input::Input;
@@ -31,9 +31,9 @@ pub fn check(data: &[u8]) {
 /// `endpoint-load-metrics-bin` once (or twice: always an error).
 fn grpc_trailer(value: &HeaderValue, twice: bool) {
     let mut trailers = HeaderMap::new();
-    trailers.append(GRPC_TRAILER, value.clone());
+    trailers.append(ReportFormat::GRPC_TRAILER, value.clone());
     if twice {
-        trailers.append(GRPC_TRAILER, value.clone());
+        trailers.append(ReportFormat::GRPC_TRAILER, value.clone());
         assert!(load_report_from(&trailers).is_err(), "two reports accepted");
         return;
     }

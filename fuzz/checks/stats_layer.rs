@@ -12,12 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use http::{HeaderMap, Request, Response};
 use http_body_util::BodyExt;
-use tonic_hotpath::stats::frame::PREFIX_LEN;
+use tonic_hotpath::stats::frame::FrameHeader;
 use tonic_hotpath::stats::{CombinedLayer, Payload, RpcEvent, StatsHandler};
 use tower::{Layer, Service};
 
 use super::body::{Chunks, now};
 use super::input::{Input, headers, split};
+
+const PREFIX_LEN: usize = FrameHeader::PREFIX_LEN;
 
 const NAMES: [&str; 8] = [
     "grpc-timeout",

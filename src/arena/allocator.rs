@@ -8,8 +8,7 @@
 //! allocations never copies.
 //!
 //! ```
-//! use tonic_hotpath::arena::MonotonicArena;
-//! use tonic_hotpath::arena::allocator_api2::vec::Vec;
+//! use tonic_hotpath::arena::{MonotonicArena, Vec};
 //!
 //! let arena = MonotonicArena::new();
 //! let mut ids: Vec<u32, &MonotonicArena> = Vec::new_in(&arena);

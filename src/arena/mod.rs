@@ -62,9 +62,8 @@
 //! allocation but stops abandoning the free tail of a buffer when one
 //! request does not fit; see [`low_waste`] for the policy and trade-off.
 //!
-//! Also here: an [`allocator_api2`] [`Allocator`](allocator_api2::alloc::Allocator)
-//! for `&MonotonicArena` (so `allocator_api2::vec::Vec<T, &MonotonicArena>`
-//! works and grows in place), a [`ByteBuffer`] implementing `io::Write` and
+//! Also here: an [`Allocator`] for `&MonotonicArena` (so a
+//! [`Vec<T, &MonotonicArena>`](Vec) works and grows in place), a [`ByteBuffer`] implementing `io::Write` and
 //! `fmt::Write`, and an [`ArenaPool`] that sizes arenas from their recorded
 //! peak per use case. go-arena's replay workloads for measuring slack, and
 //! its v1.2.0 scan-from-zero walk, are behind the `bench-internals`
@@ -103,21 +102,37 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
 
-/// The [`allocator_api2`] crate this arena implements `Allocator` for,
-/// re-exported so that `allocator_api2::vec::Vec<T, &MonotonicArena>` needs
-/// no dependency of its own.
-pub use allocator_api2;
+/// `allocator_api2`'s allocator trait (0.2, the stable stand-in for
+/// `std`'s unstable one), which `&MonotonicArena` implements. Re-exported
+/// because a user needs it to use the arena as an allocator: to name it in
+/// a bound (`A: Allocator`) or call [`allocate`](Allocator::allocate)
+/// directly, with the same version the arena implements.
+pub use allocator_api2::alloc::Allocator;
+/// `allocator_api2`'s `Vec`, which takes an allocator
+/// (`Vec::new_in(&arena)`); `std`'s cannot on stable Rust. Re-exported
+/// because a user needs it to build a vector in the arena, and it must be
+/// the version whose [`Allocator`] the arena implements. (Its other
+/// collections: depend on `allocator-api2 = "0.2"`.)
+pub use allocator_api2::vec::Vec;
 pub use bytes_buffer::ByteBuffer;
 pub use error::AllocError;
-pub use pool::{
-    ArenaPool, DEFAULT_MAX_IDLE, DEFAULT_POOLED_BUFFER_SIZE, MIN_POOLED_BUFFER_SIZE, PooledArena,
-};
+pub use pool::{ArenaPool, PooledArena};
 
 use buffer::Window;
 use state::State;
 
-/// go-arena's default minimum buffer size: 32 KiB.
-pub const DEFAULT_MIN_BUFFER_SIZE: usize = 32 * 1024;
+/// Moved to [`MonotonicArena::DEFAULT_MIN_BUFFER_SIZE`].
+#[deprecated(note = "use `MonotonicArena::DEFAULT_MIN_BUFFER_SIZE`")]
+pub const DEFAULT_MIN_BUFFER_SIZE: usize = MonotonicArena::DEFAULT_MIN_BUFFER_SIZE;
+/// Renamed [`ArenaPool::DEFAULT_BUFFER_SIZE`].
+#[deprecated(note = "use `ArenaPool::DEFAULT_BUFFER_SIZE`")]
+pub const DEFAULT_POOLED_BUFFER_SIZE: usize = ArenaPool::DEFAULT_BUFFER_SIZE;
+/// Renamed [`ArenaPool::MIN_BUFFER_SIZE`].
+#[deprecated(note = "use `ArenaPool::MIN_BUFFER_SIZE`")]
+pub const MIN_POOLED_BUFFER_SIZE: usize = ArenaPool::MIN_BUFFER_SIZE;
+/// Moved to [`ArenaPool::DEFAULT_MAX_IDLE`].
+#[deprecated(note = "use `ArenaPool::DEFAULT_MAX_IDLE`")]
+pub const DEFAULT_MAX_IDLE: usize = ArenaPool::DEFAULT_MAX_IDLE;
 
 /// How the slow path finds room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +177,7 @@ impl Default for MonotonicArenaBuilder {
     fn default() -> Self {
         MonotonicArenaBuilder {
             config: Config {
-                min_buffer_size: DEFAULT_MIN_BUFFER_SIZE,
+                min_buffer_size: MonotonicArena::DEFAULT_MIN_BUFFER_SIZE,
                 initial_buffer_count: 1,
                 policy: Policy::Cursor,
             },
@@ -220,13 +235,12 @@ impl MonotonicArenaBuilder {
 ///
 /// Allocate through `&self` ([`alloc`](Self::alloc),
 /// [`alloc_layout`](Self::alloc_layout), the slice and `str` methods, or
-/// `&MonotonicArena` as an [`allocator_api2`] allocator); free everything at
+/// `&MonotonicArena` as an [`Allocator`]); free everything at
 /// once with [`reset`](Self::reset) (keeps the buffers) or
 /// [`release`](Self::release) (frees their memory). Values are not dropped.
 ///
 /// ```
-/// use tonic_hotpath::arena::{ByteBuffer, MonotonicArena};
-/// use tonic_hotpath::arena::allocator_api2::vec::Vec;
+/// use tonic_hotpath::arena::{ByteBuffer, MonotonicArena, Vec};
 ///
 /// let mut arena = MonotonicArena::builder().min_buffer_size(1024).build();
 /// for request in 0..3u32 {
@@ -279,6 +293,18 @@ impl fmt::Debug for MonotonicArena {
 }
 
 impl MonotonicArena {
+    /// go-arena's default minimum buffer size: 32 KiB
+    /// ([`MonotonicArenaBuilder::min_buffer_size`]).
+    ///
+    /// ```
+    /// use tonic_hotpath::arena::MonotonicArena;
+    ///
+    /// let arena = MonotonicArena::new();
+    /// arena.alloc(1u8);
+    /// assert_eq!(arena.cap(), MonotonicArena::DEFAULT_MIN_BUFFER_SIZE);
+    /// ```
+    pub const DEFAULT_MIN_BUFFER_SIZE: usize = 32 * 1024;
+
     /// An arena with go-arena's defaults: 32 KiB buffers, one up front.
     pub fn new() -> Self {
         MonotonicArena::builder().build()

@@ -8,13 +8,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{MonotonicArena, MonotonicArenaBuilder};
 
-/// Buffer size for a new arena when its use case has no recorded peak yet
-/// (go-arena's default: 1 MiB).
-pub const DEFAULT_POOLED_BUFFER_SIZE: usize = 1024 * 1024;
-/// Smallest buffer size the pool derives from a recorded peak.
-pub const MIN_POOLED_BUFFER_SIZE: usize = 4 * 1024;
-/// How many returned arenas the pool keeps by default; more are dropped.
-pub const DEFAULT_MAX_IDLE: usize = 64;
 /// go-arena averages the peaks of the last 50 uses of a key.
 const PEAK_WINDOW: usize = 50;
 
@@ -90,6 +83,21 @@ impl fmt::Debug for ArenaPool {
 }
 
 impl ArenaPool {
+    /// Buffer size for a new arena when its use case has no recorded peak
+    /// yet (go-arena's default: 1 MiB).
+    ///
+    /// ```
+    /// use tonic_hotpath::arena::ArenaPool;
+    ///
+    /// assert_eq!(ArenaPool::new().size_for(7), ArenaPool::DEFAULT_BUFFER_SIZE);
+    /// ```
+    pub const DEFAULT_BUFFER_SIZE: usize = 1024 * 1024;
+    /// Smallest buffer size the pool derives from a recorded peak.
+    pub const MIN_BUFFER_SIZE: usize = 4 * 1024;
+    /// How many returned arenas the pool keeps by default
+    /// ([`max_idle`](Self::max_idle)); more are dropped.
+    pub const DEFAULT_MAX_IDLE: usize = 64;
+
     /// A pool of default arenas (cursor mode, one initial buffer).
     pub fn new() -> Self {
         ArenaPool::with_builder(MonotonicArena::builder())
@@ -100,7 +108,7 @@ impl ArenaPool {
     pub fn with_builder(template: MonotonicArenaBuilder) -> Self {
         ArenaPool {
             template,
-            max_idle: DEFAULT_MAX_IDLE,
+            max_idle: Self::DEFAULT_MAX_IDLE,
             shared: Mutex::new(Shared::default()),
         }
     }
@@ -130,9 +138,7 @@ impl ArenaPool {
             (idle, size)
         };
         let arena = idle.unwrap_or_else(|| {
-            let size = size.map_or(DEFAULT_POOLED_BUFFER_SIZE, |s| {
-                s.max(MIN_POOLED_BUFFER_SIZE)
-            });
+            let size = size.map_or(Self::DEFAULT_BUFFER_SIZE, |s| s.max(Self::MIN_BUFFER_SIZE));
             self.template.clone().min_buffer_size(size).build()
         });
         PooledArena {
@@ -143,12 +149,12 @@ impl ArenaPool {
     }
 
     /// The average recorded peak for `key` (bytes), or
-    /// [`DEFAULT_POOLED_BUFFER_SIZE`] if none was recorded.
+    /// [`DEFAULT_BUFFER_SIZE`](Self::DEFAULT_BUFFER_SIZE) if none was recorded.
     pub fn size_for(&self, key: u64) -> usize {
         self.shared()
             .peaks
             .get(&key)
-            .map_or(DEFAULT_POOLED_BUFFER_SIZE, PeakAverage::average)
+            .map_or(Self::DEFAULT_BUFFER_SIZE, PeakAverage::average)
     }
 
     /// Arenas parked in the pool.

@@ -33,6 +33,8 @@ mod sink;
 mod writer;
 
 pub use file::{FileSink, Rotation};
-pub use reader::{DEFAULT_MAX_ENTRY_LEN, LogReader, read_log};
+#[allow(deprecated)]
+pub use reader::DEFAULT_MAX_ENTRY_LEN;
+pub use reader::{LogReader, read_log};
 pub use sink::{Framing, Sink};
 pub use writer::{LogCounts, WriterOptions};

@@ -11,9 +11,9 @@ use prost::Message as _;
 use super::proto::GrpcLogEntry;
 use super::sink::Framing;
 
-/// The longest entry a [`LogReader`] accepts unless told otherwise
-/// ([`LogReader::with_max_entry_len`]): 64 MiB.
-pub const DEFAULT_MAX_ENTRY_LEN: usize = 64 << 20;
+/// Moved to [`LogReader::DEFAULT_MAX_ENTRY_LEN`].
+#[deprecated(note = "use `LogReader::DEFAULT_MAX_ENTRY_LEN`")]
+pub const DEFAULT_MAX_ENTRY_LEN: usize = LogReader::DEFAULT_MAX_ENTRY_LEN;
 
 /// The entry buffer grows by at most this much before the bytes to fill it
 /// have been read (then doubles with what was read).
@@ -40,7 +40,8 @@ const MAX_RETAINED_BUFFER: usize = 1 << 20;
 /// entry and holds 10 bytes costs kilobytes, not 60 MiB.
 ///
 /// Reads are small (a length prefix, then an entry): give it a
-/// [`BufReader`] over a file, as [`read_log`] does.
+/// [`BufReader`] over a file, as [`read_log`] does (and as the type's
+/// default `R` says).
 ///
 /// ```
 /// use std::io::Cursor;
@@ -66,7 +67,7 @@ const MAX_RETAINED_BUFFER: usize = 1 << 20;
 /// assert_eq!(entries[1].as_ref().unwrap_err().kind(), std::io::ErrorKind::InvalidData);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct LogReader<R> {
+pub struct LogReader<R = BufReader<File>> {
     reader: R,
     framing: Framing,
     max_entry_len: usize,
@@ -78,14 +79,24 @@ pub struct LogReader<R> {
     finished: bool,
 }
 
+impl LogReader {
+    /// The longest entry a reader accepts unless told otherwise
+    /// ([`with_max_entry_len`](Self::with_max_entry_len)): 64 MiB.
+    ///
+    /// ```
+    /// assert_eq!(tonic_hotpath::binlog::LogReader::DEFAULT_MAX_ENTRY_LEN, 64 << 20);
+    /// ```
+    pub const DEFAULT_MAX_ENTRY_LEN: usize = 64 << 20;
+}
+
 impl<R: Read> LogReader<R> {
     /// Reads entries framed with `framing` from `reader`, accepting
-    /// entries up to [`DEFAULT_MAX_ENTRY_LEN`].
+    /// entries up to [`LogReader::DEFAULT_MAX_ENTRY_LEN`].
     pub fn new(reader: R, framing: Framing) -> Self {
         Self {
             reader,
             framing,
-            max_entry_len: DEFAULT_MAX_ENTRY_LEN,
+            max_entry_len: LogReader::DEFAULT_MAX_ENTRY_LEN,
             buffer: Vec::new(),
             offset: 0,
             finished: false,

@@ -6,7 +6,6 @@ use tonic::transport::server::Router;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
-use super::FILE_DESCRIPTOR_SET;
 use super::service::ChannelzService;
 
 /// Adds the admin services to a tonic server, as grpc-go's
@@ -17,16 +16,16 @@ use super::service::ChannelzService;
 ///
 /// A server that already serves reflection for its own services should
 /// call [`without_reflection`](Self::without_reflection) and register
-/// [`FILE_DESCRIPTOR_SET`] with its own reflection builder instead: two
+/// [`ChannelzService::FILE_DESCRIPTOR_SET`] with its own reflection builder instead: two
 /// reflection services cannot share a server.
 ///
 /// ```no_run
 /// use tonic::transport::Server;
-/// use tonic_hotpath::channelz::{Admin, HealthReporter, ServerHandler};
+/// use tonic_hotpath::channelz::{Admin, HealthReporter, ServerEntry};
 /// use tonic_hotpath::stats::CombinedLayer;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let layer = CombinedLayer::server().with(ServerHandler::new());
+/// let layer = CombinedLayer::server().with(ServerEntry::new());
 /// let health = HealthReporter::new();
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// let router = Server::builder()
@@ -47,7 +46,10 @@ pub struct Admin {
 }
 
 /// The reflection service could not be built from the channelz
-/// descriptors (a bug in this crate's generated files).
+/// descriptors (a bug in this crate's generated files): tonic-reflection's
+/// error, named here because it is what [`Admin::register`] and
+/// [`Admin::into_routes`] return, so that a caller can name it without a
+/// `tonic-reflection` dependency of its own.
 pub type ReflectionError = tonic_reflection::server::Error;
 
 impl Default for Admin {
@@ -129,7 +131,7 @@ fn health_server(reporter: HealthReporter) -> HealthServer<HealthService> {
 /// service the admin routes serve (reflection lists itself too).
 fn reflection(health: bool) -> tonic_reflection::server::Builder<'static> {
     let builder = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+        .register_encoded_file_descriptor_set(ChannelzService::FILE_DESCRIPTOR_SET);
     if health {
         builder.register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     } else {

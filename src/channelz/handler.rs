@@ -1,5 +1,5 @@
-//! The stats handlers that feed channelz: [`ServerHandler`] for a server,
-//! [`ChannelHandler`] for a client channel.
+//! The stats handlers that feed channelz: [`ServerEntry`] for a server,
+//! [`ChannelEntry`] for a client channel.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -95,8 +95,8 @@ impl RpcSocket {
     }
 }
 
-/// Feeds channelz with one server's calls and connections: a
-/// [`StatsHandler`] for a server [`CombinedLayer`](crate::stats::CombinedLayer),
+/// One server's entry in channelz, kept up to date with its calls and
+/// connections: a [`StatsHandler`] for a server [`CombinedLayer`](crate::stats::CombinedLayer),
 /// added with `.with(..)` beside any other handler.
 ///
 /// It registers a channelz server when created and closes it when the
@@ -121,22 +121,22 @@ impl RpcSocket {
 ///   windows, socket options, the cipher suite, addresses of Unix sockets.
 ///
 /// ```
-/// use tonic_hotpath::channelz::ServerHandler;
+/// use tonic_hotpath::channelz::ServerEntry;
 /// use tonic_hotpath::stats::CombinedLayer;
 ///
-/// let channelz = ServerHandler::named("api");
+/// let channelz = ServerEntry::named("api");
 /// let id = channelz.id();
 /// let layer = CombinedLayer::server().with(channelz);
 /// # let _ = (id, layer);
 /// ```
 #[derive(Debug)]
-pub struct ServerHandler {
+pub struct ServerEntry {
     entity: Arc<CallEntity>,
     local_certificate: Option<Arc<[u8]>>,
     services: LiveServices,
 }
 
-impl ServerHandler {
+impl ServerEntry {
     /// A channelz server without a name (grpc-go's servers have none).
     pub fn new() -> Self {
         Self::named("")
@@ -198,19 +198,19 @@ impl ServerHandler {
     }
 }
 
-impl Default for ServerHandler {
+impl Default for ServerEntry {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Drop for ServerHandler {
+impl Drop for ServerEntry {
     fn drop(&mut self) {
         registry().close_server(self.entity.id);
     }
 }
 
-/// A listening socket registered with [`ServerHandler::listen_socket`];
+/// A listening socket registered with [`ServerEntry::listen_socket`];
 /// it leaves channelz when dropped.
 #[derive(Debug)]
 pub struct ListenSocket(ConnSocket);
@@ -235,7 +235,7 @@ fn client_stream_succeeded(end: &End<'_>) -> bool {
     matches!(end.error, None | Some(RpcError::MissingStatus { .. }))
 }
 
-impl StatsHandler for ServerHandler {
+impl StatsHandler for ServerEntry {
     type RpcState = RpcSocket;
     type ConnState = ConnSocket;
 
@@ -288,8 +288,9 @@ impl StatsHandler for ServerHandler {
     }
 }
 
-/// Feeds channelz with one client channel's calls and connections: a
-/// [`StatsHandler`] for a client [`CombinedLayer`](crate::stats::CombinedLayer).
+/// One client channel's entry in channelz (and its subchannel's), kept
+/// up to date with its calls and connections: a [`StatsHandler`] for a
+/// client [`CombinedLayer`](crate::stats::CombinedLayer).
 ///
 /// It registers a top channel for `target` with one subchannel (a tonic
 /// `Channel` to one endpoint keeps one connection at a time) and closes
@@ -311,21 +312,21 @@ impl StatsHandler for ServerHandler {
 ///   connector's connection out of a layer's sight).
 ///
 /// ```
-/// use tonic_hotpath::channelz::ChannelHandler;
+/// use tonic_hotpath::channelz::ChannelEntry;
 /// use tonic_hotpath::stats::CombinedLayer;
 ///
-/// let channelz = ChannelHandler::new("dns:///users.internal:50051");
+/// let channelz = ChannelEntry::new("dns:///users.internal:50051");
 /// let layer = CombinedLayer::client().with(channelz);
 /// # let _ = layer;
 /// ```
 #[derive(Debug)]
-pub struct ChannelHandler {
+pub struct ChannelEntry {
     channel: Arc<CallEntity>,
     subchannel: Arc<CallEntity>,
     services: LiveServices,
 }
 
-impl ChannelHandler {
+impl ChannelEntry {
     /// A channel to `target` (its `ChannelData.target`, e.g. the endpoint's
     /// URI).
     pub fn new(target: impl AsRef<str>) -> Self {
@@ -348,13 +349,13 @@ impl ChannelHandler {
     }
 }
 
-impl Drop for ChannelHandler {
+impl Drop for ChannelEntry {
     fn drop(&mut self) {
         registry().close_channel(self.channel.id);
     }
 }
 
-impl StatsHandler for ChannelHandler {
+impl StatsHandler for ChannelEntry {
     type RpcState = RpcSocket;
     type ConnState = ConnSocket;
 

@@ -3,10 +3,11 @@
 //! (grpcurl, grpc-go's channelz client, grpcdebug) can query a running
 //! tonic process, fed by the stats layer like any other handler.
 //!
-//! - [`ServerHandler`]: a [`StatsHandler`](crate::stats::StatsHandler) for
-//!   a server's [`CombinedLayer`](crate::stats::CombinedLayer): one
-//!   channelz server, its calls, and its connections as sockets.
-//! - [`ChannelHandler`]: the same for a client channel: one top channel
+//! - [`ServerEntry`]: one server's channelz entry, a
+//!   [`StatsHandler`](crate::stats::StatsHandler) for the server's
+//!   [`CombinedLayer`](crate::stats::CombinedLayer): its calls, and its
+//!   connections as sockets.
+//! - [`ChannelEntry`]: the same for a client channel: one top channel
 //!   with one subchannel (a tonic `Channel` to one endpoint keeps one
 //!   connection at a time) and its connections as sockets.
 //! - [`ChannelzService`]: the service over the process's registry;
@@ -15,12 +16,12 @@
 //!
 //! ```no_run
 //! use tonic::transport::{Endpoint, Server};
-//! use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler};
+//! use tonic_hotpath::channelz::{Admin, ChannelEntry, ServerEntry};
 //! use tonic_hotpath::stats::CombinedLayer;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // Server: the layer counts, the admin services answer.
-//! let layer = CombinedLayer::server().with(ServerHandler::new());
+//! let layer = CombinedLayer::server().with(ServerEntry::new());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:50051").await?;
 //! let router = Server::builder()
 //!     .layer(layer.clone())
@@ -32,7 +33,7 @@
 //!
 //! // Client: a channel registered under its target.
 //! let target = "http://127.0.0.1:50051";
-//! let client = CombinedLayer::client().with(ChannelHandler::new(target));
+//! let client = CombinedLayer::client().with(ChannelEntry::new(target));
 //! let channel = Endpoint::from_static(target)
 //!     .connect_with_connector(client.connector())
 //!     .await?;
@@ -83,7 +84,7 @@
 //! the registry's lock; an RPC never does. A server's or channel's call
 //! counters are kept per thread slot on separate cache lines; a socket's
 //! are its own atomics, shared only by the RPCs of that connection. Like
-//! any handler with connection state, [`ServerHandler`] has the server
+//! any handler with connection state, [`ServerEntry`] has the server
 //! layer find each RPC's connection in its table of open connections, a
 //! concurrent map whose reads take no lock.
 
@@ -105,11 +106,21 @@ pub mod proto {
 }
 
 pub use admin::{Admin, ReflectionError};
-pub use handler::{ChannelHandler, ConnSocket, ListenSocket, RpcSocket, ServerHandler};
+pub use handler::{ChannelEntry, ConnSocket, ListenSocket, RpcSocket, ServerEntry};
 pub use service::ChannelzService;
+/// tonic-health's reporter, re-exported because a user needs one to call
+/// [`Admin::with_health`] (and to set the statuses it serves); naming it
+/// here spares a `tonic-health` dependency of the matching version.
 pub use tonic_health::server::HealthReporter;
 
-/// The encoded `FileDescriptorSet` of `grpc/channelz/v1/channelz.proto`
-/// and its imports, for a reflection service of the application's own
-/// (see [`Admin::without_reflection`]).
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/channelz_descriptor.bin");
+/// Renamed [`ServerEntry`] (a stats handler is named for what it records;
+/// see [`stats`](crate::stats#naming)).
+#[deprecated(note = "renamed `ServerEntry`")]
+pub type ServerHandler = ServerEntry;
+/// Renamed [`ChannelEntry`].
+#[deprecated(note = "renamed `ChannelEntry`")]
+pub type ChannelHandler = ChannelEntry;
+
+/// Moved to [`ChannelzService::FILE_DESCRIPTOR_SET`].
+#[deprecated(note = "use `ChannelzService::FILE_DESCRIPTOR_SET`")]
+pub const FILE_DESCRIPTOR_SET: &[u8] = ChannelzService::FILE_DESCRIPTOR_SET;

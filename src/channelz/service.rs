@@ -7,8 +7,8 @@ use super::proto::channelz_server::{Channelz, ChannelzServer};
 use super::registry::registry;
 
 /// The `grpc.channelz.v1.Channelz` service: answers from the process's
-/// channelz registry (every [`ServerHandler`](super::ServerHandler) and
-/// [`ChannelHandler`](super::ChannelHandler) alive, and their sockets).
+/// channelz registry (every [`ServerEntry`](super::ServerEntry) and
+/// [`ChannelEntry`](super::ChannelEntry) alive, and their sockets).
 ///
 /// Pagination and errors are grpc-go's: a listing returns the entities
 /// with ids at or above `start_*_id`, at most `max_results` of them (50
@@ -33,6 +33,21 @@ impl ChannelzService {
     /// server or channel) and [`untracked_sockets`](Self::untracked_sockets)
     /// counts them.
     pub const MAX_SOCKETS: usize = super::registry::MAX_SOCKETS;
+
+    /// The encoded `FileDescriptorSet` of `grpc/channelz/v1/channelz.proto`
+    /// and its imports, for a reflection service of the application's own
+    /// (see [`Admin::without_reflection`](super::Admin::without_reflection)).
+    ///
+    /// ```
+    /// use tonic_hotpath::channelz::ChannelzService;
+    ///
+    /// let reflection = tonic_reflection::server::Builder::configure()
+    ///     .register_encoded_file_descriptor_set(ChannelzService::FILE_DESCRIPTOR_SET)
+    ///     .build_v1()?;
+    /// # let _ = reflection;
+    /// # Ok::<(), tonic_reflection::server::Error>(())
+    /// ```
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/channelz_descriptor.bin");
 
     /// The service, ready for `Server::builder().add_service(..)`.
     pub fn server() -> ChannelzServer<Self> {

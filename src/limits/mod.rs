@@ -54,9 +54,9 @@
 //!
 //! # Where it goes
 //!
-//! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order
-//! `DESIGN.md` gives) it reads the tenants that layer validated from the
-//! request's extensions; outside it, or without it, it reads
+//! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order the
+//! README's "Layer order" shows) it reads the tenants that layer validated
+//! from the request's extensions; outside it, or without it, it reads
 //! `x-scope-orgid` itself, borrowed, by the same rules. Either order
 //! refuses and admits alike, with one difference: outside, a call that
 //! `RequireOrgIdLayer` then refuses (a federated id it does not accept)
@@ -295,7 +295,7 @@ mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
 mod watch_otel;
 
-pub use body::ResponseBody;
+pub use body::{InFlightSlot, ResponseBody};
 pub use budget::{TenantBudget, TenantBudgetExt};
 pub use config::{InvalidRateError, Limits, Rate};
 #[cfg(feature = "limits-file")]

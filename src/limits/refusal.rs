@@ -216,7 +216,7 @@ pub(crate) type Refusal = crate::tenant::refusal::Refusal<LimitError>;
 
 #[cfg(test)]
 mod tests {
-    use super::super::body::ResponseBody;
+    use super::super::ResponseBody;
     use http::header::CONTENT_TYPE;
     use http::{HeaderMap, HeaderValue};
 

@@ -11,14 +11,13 @@ use super::proto::xds::data::orca::v3::OrcaLoadReport;
 use crate::wire::base64::{base64_decode, base64_encode_no_pad};
 use crate::wire::headers::{NotOne, single_value};
 
-/// gRPC's trailer for a per-call report (grpc-go's
-/// `internal.TrailerMetadataKey`): the binary `OrcaLoadReport`, base64 on
-/// the wire as every `-bin` value.
-pub const GRPC_TRAILER: HeaderName = HeaderName::from_static("endpoint-load-metrics-bin");
+/// Moved to [`ReportFormat::GRPC_TRAILER`].
+#[deprecated(note = "use `ReportFormat::GRPC_TRAILER`")]
+pub const GRPC_TRAILER: HeaderName = ReportFormat::GRPC_TRAILER;
 
-/// Envoy's header for a report (`endpoint-load-metrics`), its value
-/// prefixed by its form: `BIN `, `TEXT ` or `JSON `.
-pub const ENVOY_HEADER: HeaderName = HeaderName::from_static("endpoint-load-metrics");
+/// Moved to [`ReportFormat::ENVOY_HEADER`].
+#[deprecated(note = "use `ReportFormat::ENVOY_HEADER`")]
+pub const ENVOY_HEADER: HeaderName = ReportFormat::ENVOY_HEADER;
 
 /// How a server writes a call's report (the `orca` server layer's
 /// `format`).
@@ -57,13 +56,32 @@ pub enum ReportFormat {
 }
 
 impl ReportFormat {
+    /// gRPC's trailer for a per-call report (grpc-go's
+    /// `internal.TrailerMetadataKey`), written by
+    /// [`GrpcBinary`](Self::GrpcBinary) and read by [`load_report_from`]:
+    /// the binary `OrcaLoadReport`, base64 on the wire as every `-bin`
+    /// value.
+    ///
+    /// ```
+    /// use tonic_hotpath::orca::{OrcaLoadReport, ReportFormat};
+    ///
+    /// let (name, _) = ReportFormat::GrpcBinary.header(&OrcaLoadReport::default());
+    /// assert_eq!(name, ReportFormat::GRPC_TRAILER);
+    /// ```
+    pub const GRPC_TRAILER: HeaderName = HeaderName::from_static("endpoint-load-metrics-bin");
+
+    /// Envoy's header for a report (`endpoint-load-metrics`), written by
+    /// the three `Envoy*` forms, its value prefixed by its form: `BIN `,
+    /// `TEXT ` or `JSON `.
+    pub const ENVOY_HEADER: HeaderName = HeaderName::from_static("endpoint-load-metrics");
+
     /// The header (name and value) that carries `report` in this form.
     pub fn header(self, report: &OrcaLoadReport) -> (HeaderName, HeaderValue) {
         match self {
-            ReportFormat::GrpcBinary => (GRPC_TRAILER, grpc_binary_value(report)),
-            ReportFormat::EnvoyBinary => (ENVOY_HEADER, envoy::bin_value(report)),
-            ReportFormat::EnvoyText => (ENVOY_HEADER, envoy::text_value(report)),
-            ReportFormat::EnvoyJson => (ENVOY_HEADER, envoy::json_value(report)),
+            ReportFormat::GrpcBinary => (Self::GRPC_TRAILER, grpc_binary_value(report)),
+            ReportFormat::EnvoyBinary => (Self::ENVOY_HEADER, envoy::bin_value(report)),
+            ReportFormat::EnvoyText => (Self::ENVOY_HEADER, envoy::text_value(report)),
+            ReportFormat::EnvoyJson => (Self::ENVOY_HEADER, envoy::json_value(report)),
         }
     }
 }
@@ -191,7 +209,7 @@ impl std::error::Error for LoadReportError {}
 /// assert!(load_report_from(&trailers).is_err());
 /// ```
 pub fn load_report_from(headers: &HeaderMap) -> Result<Option<OrcaLoadReport>, LoadReportError> {
-    let value = match single_value(headers, &GRPC_TRAILER) {
+    let value = match single_value(headers, &ReportFormat::GRPC_TRAILER) {
         Ok(value) => value,
         Err(NotOne::Missing) => return Ok(None),
         Err(NotOne::Several(count)) => {
@@ -259,7 +277,10 @@ mod tests {
         let mut map = HeaderMap::new();
         map.insert("grpc-status", HeaderValue::from_static("0"));
         for value in values {
-            map.append(GRPC_TRAILER, HeaderValue::from_bytes(value).unwrap());
+            map.append(
+                ReportFormat::GRPC_TRAILER,
+                HeaderValue::from_bytes(value).unwrap(),
+            );
         }
         map
     }

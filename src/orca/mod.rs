@@ -22,7 +22,7 @@
 //!   [`load_report_from`]: a report read from a call's trailers, with
 //!   grpc-go's rules; [`parse_endpoint_load_metrics`]: Envoy's
 //!   `endpoint-load-metrics` header (`BIN`, `TEXT`, `JSON`), with Envoy's.
-//! - [`OpenRcaService`]: the out-of-band `OpenRcaService` (grpc-go's
+//! - [`OrcaService`]: the out-of-band `OpenRcaService` (grpc-go's
 //!   `orca.Service`): a provider's metrics at once, then on every interval.
 //! - [`client`]: gRFC A58's endpoint weights from the reports (per-call
 //!   trailers through a stats handler, or the out-of-band stream), as a
@@ -38,14 +38,24 @@ mod recorder;
 pub mod server;
 mod service;
 
+#[allow(deprecated)]
+pub use header::{ENVOY_HEADER, GRPC_TRAILER};
 pub use header::{
-    ENVOY_HEADER, GRPC_TRAILER, LoadReportError, LoadReportErrorKind, ReportFormat,
-    load_report_from, parse_endpoint_load_metrics,
+    LoadReportError, LoadReportErrorKind, ReportFormat, load_report_from,
+    parse_endpoint_load_metrics,
 };
 pub use metrics::{BackendMetrics, ServerMetricsProvider};
 pub use rates::CallRates;
 pub use recorder::{CallMetricsRecorder, ServerMetricsRecorder};
-pub use service::{OpenRcaService, OpenRcaServiceBuilder, ReportStream};
+pub use service::{OrcaService, OrcaServiceBuilder, ReportStream};
+
+/// Renamed [`OrcaService`]: the old name was the generated trait's
+/// (`proto::…::open_rca_service_server::OpenRcaService`).
+#[deprecated(note = "renamed `OrcaService`")]
+pub type OpenRcaService = OrcaService;
+/// Renamed [`OrcaServiceBuilder`].
+#[deprecated(note = "renamed `OrcaServiceBuilder`")]
+pub type OpenRcaServiceBuilder = OrcaServiceBuilder;
 
 /// The generated messages of `xds.data.orca.v3` (`OrcaLoadReport`) and
 /// `xds.service.orca.v3` (`OrcaLoadReportRequest`, and the tonic client and

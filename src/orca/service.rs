@@ -53,7 +53,7 @@ const CEILING: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use tonic_hotpath::orca::{BackendMetrics, OpenRcaService, ServerMetricsProvider};
+/// use tonic_hotpath::orca::{BackendMetrics, OrcaService, ServerMetricsProvider};
 ///
 /// struct Fixed;
 ///
@@ -66,7 +66,7 @@ const CEILING: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// }
 ///
 /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
-/// let orca = OpenRcaService::builder(Fixed)
+/// let orca = OrcaService::builder(Fixed)
 ///     .min_reporting_interval(Duration::from_secs(1))
 ///     .build();
 /// tonic::transport::Server::builder()
@@ -77,37 +77,37 @@ const CEILING: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct OpenRcaService {
+pub struct OrcaService {
     provider: Arc<dyn ServerMetricsProvider>,
     min_interval: Duration,
 }
 
-impl std::fmt::Debug for OpenRcaService {
+impl std::fmt::Debug for OrcaService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenRcaService")
+        f.debug_struct("OrcaService")
             .field("min_reporting_interval", &self.min_interval)
             .finish_non_exhaustive()
     }
 }
 
-/// Builds an [`OpenRcaService`] ([`OpenRcaService::builder`]).
+/// Builds an [`OrcaService`] ([`OrcaService::builder`]).
 #[derive(Clone)]
 #[must_use]
-pub struct OpenRcaServiceBuilder {
-    service: OpenRcaService,
+pub struct OrcaServiceBuilder {
+    service: OrcaService,
 }
 
-impl std::fmt::Debug for OpenRcaServiceBuilder {
+impl std::fmt::Debug for OrcaServiceBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("OpenRcaServiceBuilder")
+        f.debug_tuple("OrcaServiceBuilder")
             .field(&self.service)
             .finish()
     }
 }
 
-impl OpenRcaServiceBuilder {
+impl OrcaServiceBuilder {
     /// The lowest reporting interval a client may ask for (default
-    /// [`OpenRcaService::DEFAULT_MIN_REPORTING_INTERVAL`], 30 s). Zero
+    /// [`OrcaService::DEFAULT_MIN_REPORTING_INTERVAL`], 30 s). Zero
     /// means no minimum, but a stream never ticks faster than once per
     /// millisecond.
     pub fn min_reporting_interval(mut self, interval: Duration) -> Self {
@@ -116,12 +116,12 @@ impl OpenRcaServiceBuilder {
     }
 
     /// The service.
-    pub fn build(self) -> OpenRcaService {
+    pub fn build(self) -> OrcaService {
         self.service
     }
 }
 
-impl OpenRcaService {
+impl OrcaService {
     /// grpc-go's minimum reporting interval, the default: 30 s.
     pub const DEFAULT_MIN_REPORTING_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -132,9 +132,9 @@ impl OpenRcaService {
     }
 
     /// A builder for a service reporting `provider`'s metrics.
-    pub fn builder(provider: impl ServerMetricsProvider) -> OpenRcaServiceBuilder {
-        OpenRcaServiceBuilder {
-            service: OpenRcaService {
+    pub fn builder(provider: impl ServerMetricsProvider) -> OrcaServiceBuilder {
+        OrcaServiceBuilder {
+            service: OrcaService {
                 provider: Arc::new(provider),
                 min_interval: Self::DEFAULT_MIN_REPORTING_INTERVAL,
             },
@@ -154,7 +154,7 @@ impl OpenRcaService {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use tonic_hotpath::orca::{BackendMetrics, OpenRcaService, ServerMetricsProvider};
+    /// use tonic_hotpath::orca::{BackendMetrics, OrcaService, ServerMetricsProvider};
     /// use tonic_hotpath::orca::proto::xds::service::orca::v3::OrcaLoadReportRequest;
     ///
     /// struct Idle;
@@ -164,7 +164,7 @@ impl OpenRcaService {
     ///     }
     /// }
     ///
-    /// let service = OpenRcaService::builder(Idle)
+    /// let service = OrcaService::builder(Idle)
     ///     .min_reporting_interval(Duration::from_secs(1))
     ///     .build();
     /// let ask = |seconds| OrcaLoadReportRequest {
@@ -201,7 +201,7 @@ impl OpenRcaService {
 }
 
 #[tonic::async_trait]
-impl OpenRcaServiceTrait for OpenRcaService {
+impl OpenRcaServiceTrait for OrcaService {
     type StreamCoreMetricsStream = ReportStream;
 
     async fn stream_core_metrics(
@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn interval_follows_grpc_go_and_never_spins() {
-        let default = OpenRcaService::new(Arc::new(Everything));
+        let default = OrcaService::new(Arc::new(Everything));
         assert_eq!(default.min_reporting_interval(), Duration::from_secs(30));
         assert_eq!(
             default.reporting_interval(&OrcaLoadReportRequest::default()),
@@ -302,7 +302,7 @@ mod tests {
             default.reporting_interval(&ask(31, 5)),
             Duration::new(31, 5)
         );
-        let zero = OpenRcaService::builder(Arc::new(Everything))
+        let zero = OrcaService::builder(Arc::new(Everything))
             .min_reporting_interval(Duration::ZERO)
             .build();
         assert_eq!(

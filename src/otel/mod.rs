@@ -22,5 +22,7 @@ mod tracing;
 #[cfg(feature = "tenant")]
 pub use self::metrics::TenantAttribute;
 pub use self::metrics::{MetricsRpcState, OtelMetrics, OtelMetricsBuilder, OtelMetricsError};
-pub use self::propagation::{GRPC_TRACE_BIN, GrpcTraceBinPropagator};
-pub use self::tracing::{OtelTracing, OtelTracingState, TRACER_NAME};
+pub use self::propagation::GrpcTraceBinPropagator;
+pub use self::tracing::{OtelTracing, OtelTracingState};
+#[allow(deprecated)]
+pub use self::{propagation::GRPC_TRACE_BIN, tracing::TRACER_NAME};

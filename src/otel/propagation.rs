@@ -12,15 +12,16 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 
 use crate::wire::base64::{base64_decode, base64_encode_no_pad};
 
-/// The header [`GrpcTraceBinPropagator`] reads and writes. Its value is
-/// binary (a `-bin` key), so it travels base64-encoded.
-pub const GRPC_TRACE_BIN: &str = "grpc-trace-bin";
+/// Moved to [`GrpcTraceBinPropagator::HEADER`].
+#[deprecated(note = "use `GrpcTraceBinPropagator::HEADER`")]
+pub const GRPC_TRACE_BIN: &str = GrpcTraceBinPropagator::HEADER;
 
 /// The length of the binary form: the version byte, then three
 /// (field id, value) pairs.
 const BINARY_LEN: usize = 29;
 
-static FIELDS: LazyLock<[String; 1]> = LazyLock::new(|| [GRPC_TRACE_BIN.to_owned()]);
+static FIELDS: LazyLock<[String; 1]> =
+    LazyLock::new(|| [GrpcTraceBinPropagator::HEADER.to_owned()]);
 
 /// A [`TextMapPropagator`] for gRPC's `grpc-trace-bin` header (gRFC A72),
 /// compatible with grpc-go's `GRPCTraceBinPropagator` and with OpenCensus
@@ -74,6 +75,20 @@ pub struct GrpcTraceBinPropagator {
 }
 
 impl GrpcTraceBinPropagator {
+    /// The header the propagator reads and writes, `grpc-trace-bin` (its
+    /// one [`field`](TextMapPropagator::fields)). Its value is binary (a
+    /// `-bin` key), so it travels base64-encoded.
+    ///
+    /// ```
+    /// use opentelemetry::propagation::TextMapPropagator;
+    /// use tonic_hotpath::otel::GrpcTraceBinPropagator;
+    ///
+    /// let propagator = GrpcTraceBinPropagator::new();
+    /// let fields: Vec<&str> = propagator.fields().collect();
+    /// assert_eq!(fields, [GrpcTraceBinPropagator::HEADER]);
+    /// ```
+    pub const HEADER: &str = "grpc-trace-bin";
+
     /// The propagator.
     #[must_use]
     pub const fn new() -> Self {
@@ -144,13 +159,13 @@ impl TextMapPropagator for GrpcTraceBinPropagator {
         if let Some(bytes) = Self::to_bytes(cx.span().span_context()) {
             // Base64 output is ASCII: the conversion cannot fail.
             let value = String::from_utf8(base64_encode_no_pad(&bytes)).unwrap_or_default();
-            injector.set(GRPC_TRACE_BIN, value);
+            injector.set(GrpcTraceBinPropagator::HEADER, value);
         }
     }
 
     fn extract_with_context(&self, cx: &Context, extractor: &dyn Extractor) -> Context {
         extractor
-            .get(GRPC_TRACE_BIN)
+            .get(GrpcTraceBinPropagator::HEADER)
             .and_then(|value| base64_decode(value.trim().as_bytes()))
             .and_then(|bytes| Self::from_bytes(&bytes))
             .map_or_else(|| cx.clone(), |remote| cx.with_remote_span_context(remote))
@@ -216,7 +231,8 @@ mod tests {
     }
 
     fn extract(value: &str) -> Context {
-        let carrier = HashMap::from([(GRPC_TRACE_BIN.to_owned(), value.to_owned())]);
+        let carrier =
+            HashMap::from([(GrpcTraceBinPropagator::HEADER.to_owned(), value.to_owned())]);
         GrpcTraceBinPropagator::new().extract(&carrier)
     }
 
@@ -235,7 +251,7 @@ mod tests {
         let mut carrier = HashMap::new();
         let cx = Context::new().with_remote_span_context(span());
         GrpcTraceBinPropagator::new().inject_context(&cx, &mut carrier);
-        let value = &carrier[GRPC_TRACE_BIN];
+        let value = &carrier[GrpcTraceBinPropagator::HEADER];
         assert_eq!(value, "AABL+S81d7NNpqPOkp0ODkc2AQDwZ6oLqQK3AgE");
         assert_eq!(
             base64_decode(value.as_bytes()).as_deref(),
@@ -306,7 +322,10 @@ mod tests {
     #[test]
     fn fields_name_the_header() {
         let propagator = GrpcTraceBinPropagator::new();
-        assert_eq!(propagator.fields().collect::<Vec<_>>(), [GRPC_TRACE_BIN]);
+        assert_eq!(
+            propagator.fields().collect::<Vec<_>>(),
+            [GrpcTraceBinPropagator::HEADER]
+        );
     }
 
     #[test]

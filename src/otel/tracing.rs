@@ -14,13 +14,9 @@ use tonic::Code;
 use super::propagation::{HeaderExtractor, HeaderInjector};
 use crate::stats::{End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler};
 
-/// The instrumentation scope (tracer) name of [`OtelTracing`]'s spans; the
-/// scope's version is the crate's.
-///
-/// ```
-/// assert_eq!(tonic_hotpath::otel::TRACER_NAME, "tonic-hotpath");
-/// ```
-pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
+/// Moved to [`OtelTracing::TRACER_NAME`].
+#[deprecated(note = "use `OtelTracing::TRACER_NAME`")]
+pub const TRACER_NAME: &str = OtelTracing::TRACER_NAME;
 
 /// gRPC's OpenTelemetry tracing (gRFC A72), as grpc-go's
 /// `stats/opentelemetry` records it, for a [`CombinedLayer`] on a tonic
@@ -131,15 +127,28 @@ pub struct OtelTracing<T = BoxedTracer> {
     propagator: Box<dyn TextMapPropagator + Send + Sync>,
 }
 
+impl OtelTracing {
+    /// The instrumentation scope (tracer) name of the handler's spans; the
+    /// scope's version is the crate's.
+    ///
+    /// ```
+    /// use tonic_hotpath::otel::OtelTracing;
+    ///
+    /// assert_eq!(OtelTracing::TRACER_NAME, "tonic-hotpath");
+    /// ```
+    pub const TRACER_NAME: &str = env!("CARGO_PKG_NAME");
+}
+
 impl<T: Tracer> OtelTracing<T> {
-    /// Tracing with a tracer from `provider` (scope [`TRACER_NAME`], this
+    /// Tracing with a tracer from `provider` (scope
+    /// [`TRACER_NAME`](OtelTracing::TRACER_NAME), this
     /// crate's version) and `propagator` for the request headers.
     #[must_use]
     pub fn new<P>(provider: &P, propagator: impl TextMapPropagator + Send + Sync + 'static) -> Self
     where
         P: TracerProvider<Tracer = T> + ?Sized,
     {
-        let scope = InstrumentationScope::builder(TRACER_NAME)
+        let scope = InstrumentationScope::builder(OtelTracing::TRACER_NAME)
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
         Self {

@@ -222,7 +222,8 @@ impl<'a> Payload<'a> {
         Self {
             length,
             compressed_length,
-            wire_length: u64::from(compressed_length) + super::frame::PREFIX_LEN as u64,
+            wire_length: u64::from(compressed_length)
+                + super::frame::FrameHeader::PREFIX_LEN as u64,
             compressed,
             time: None,
             data: None,

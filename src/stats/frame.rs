@@ -14,12 +14,13 @@ use std::fmt;
 
 use tonic::Code;
 
-/// gRPC's message prefix: 1 flag byte + 4 length bytes.
-pub const PREFIX_LEN: usize = 5;
+/// Moved to [`FrameHeader::PREFIX_LEN`].
+#[deprecated(note = "use `FrameHeader::PREFIX_LEN`")]
+pub const PREFIX_LEN: usize = FrameHeader::PREFIX_LEN;
 
-/// The default limit on one message's length: 4 MiB, tonic's default
-/// maximum receive size.
-pub const DEFAULT_MAX_MESSAGE_LEN: u32 = 4 * 1024 * 1024;
+/// Moved to [`FrameDecoder::DEFAULT_MAX_MESSAGE_LEN`].
+#[deprecated(note = "use `FrameDecoder::DEFAULT_MAX_MESSAGE_LEN`")]
+pub const DEFAULT_MAX_MESSAGE_LEN: u32 = FrameDecoder::DEFAULT_MAX_MESSAGE_LEN;
 
 /// One decoded message header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +32,19 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
+    /// gRPC's message prefix: 1 flag byte + 4 length bytes.
+    ///
+    /// ```
+    /// use tonic_hotpath::stats::frame::FrameHeader;
+    ///
+    /// let header = FrameHeader { compressed: false, length: 10 };
+    /// assert_eq!(header.wire_length(), 10 + FrameHeader::PREFIX_LEN as u64);
+    /// ```
+    pub const PREFIX_LEN: usize = 5;
+
     /// The message length on the wire including the 5-byte prefix.
     pub fn wire_length(&self) -> u64 {
-        u64::from(self.length) + PREFIX_LEN as u64
+        u64::from(self.length) + FrameHeader::PREFIX_LEN as u64
     }
 }
 
@@ -125,7 +136,7 @@ impl FrameError {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FrameDecoder {
-    prefix: [u8; PREFIX_LEN],
+    prefix: [u8; FrameHeader::PREFIX_LEN],
     prefix_filled: u8,
     body_remaining: u32,
     /// The message whose bytes are arriving (while `body_remaining > 0`).
@@ -141,15 +152,21 @@ impl Default for FrameDecoder {
 }
 
 impl FrameDecoder {
-    /// A decoder with the default message limit ([`DEFAULT_MAX_MESSAGE_LEN`]).
+    /// The default limit on one message's length: 4 MiB, tonic's default
+    /// maximum receive size (and the stats layer's,
+    /// [`CombinedLayer::max_message_len`](crate::stats::CombinedLayer::max_message_len)).
+    pub const DEFAULT_MAX_MESSAGE_LEN: u32 = 4 * 1024 * 1024;
+
+    /// A decoder with the default message limit
+    /// ([`DEFAULT_MAX_MESSAGE_LEN`](Self::DEFAULT_MAX_MESSAGE_LEN)).
     pub fn new() -> Self {
-        Self::with_max_message_len(DEFAULT_MAX_MESSAGE_LEN)
+        Self::with_max_message_len(Self::DEFAULT_MAX_MESSAGE_LEN)
     }
 
     /// A decoder that rejects messages longer than `limit` bytes.
     pub fn with_max_message_len(limit: u32) -> Self {
         Self {
-            prefix: [0; PREFIX_LEN],
+            prefix: [0; FrameHeader::PREFIX_LEN],
             prefix_filled: 0,
             body_remaining: 0,
             current: FrameHeader {
@@ -202,19 +219,22 @@ impl FrameDecoder {
                 }
                 continue;
             }
-            let prefix = match (self.prefix_filled, rest.first_chunk::<PREFIX_LEN>()) {
+            let prefix = match (
+                self.prefix_filled,
+                rest.first_chunk::<{ FrameHeader::PREFIX_LEN }>(),
+            ) {
                 // Fast path: a whole prefix in this chunk.
                 (0, Some(prefix)) => {
-                    at += PREFIX_LEN;
+                    at += FrameHeader::PREFIX_LEN;
                     *prefix
                 }
                 _ => {
                     let filled = usize::from(self.prefix_filled);
-                    let take = rest.len().min(PREFIX_LEN - filled);
+                    let take = rest.len().min(FrameHeader::PREFIX_LEN - filled);
                     self.prefix[filled..filled + take].copy_from_slice(&rest[..take]);
                     at += take;
                     self.prefix_filled += take as u8;
-                    if usize::from(self.prefix_filled) < PREFIX_LEN {
+                    if usize::from(self.prefix_filled) < FrameHeader::PREFIX_LEN {
                         continue;
                     }
                     self.prefix_filled = 0;
@@ -249,7 +269,7 @@ impl FrameDecoder {
         if self.prefix_filled != 0 || self.body_remaining != 0 || self.failed.is_some() {
             return None;
         }
-        let (prefix, message) = chunk.split_first_chunk::<PREFIX_LEN>()?;
+        let (prefix, message) = chunk.split_first_chunk::<{ FrameHeader::PREFIX_LEN }>()?;
         let header = self.parse_prefix(*prefix).ok()?;
         (header.length as usize == message.len()).then_some(header)
     }
@@ -271,7 +291,10 @@ impl FrameDecoder {
     }
 
     #[inline]
-    fn parse_prefix(&self, prefix: [u8; PREFIX_LEN]) -> Result<FrameHeader, FrameError> {
+    fn parse_prefix(
+        &self,
+        prefix: [u8; FrameHeader::PREFIX_LEN],
+    ) -> Result<FrameHeader, FrameError> {
         let [flag, a, b, c, d] = prefix;
         let compressed = match flag {
             0 => false,
@@ -300,7 +323,7 @@ impl FrameDecoder {
             return Err(error.clone());
         }
         let missing = if self.prefix_filled > 0 {
-            (PREFIX_LEN - usize::from(self.prefix_filled)) as u64
+            (FrameHeader::PREFIX_LEN - usize::from(self.prefix_filled)) as u64
         } else {
             u64::from(self.body_remaining)
         };

@@ -51,6 +51,18 @@
 //! would arrive after `End` are not delivered. [`End::code`] is the status
 //! the application saw, as grpc-go's `End.Error`.
 //!
+//! # Naming
+//!
+//! A stats handler is named for what it records or produces, without a
+//! `Handler` suffix: only the trait is [`StatsHandler`]. The crate's own:
+//! `otel::OtelMetrics` and `otel::OtelTracing`, `binlog::BinaryLog`,
+//! `orca::CallRates` and `orca::client::LoadReports`,
+//! `channelz::ServerEntry` and `channelz::ChannelEntry` (a server's and
+//! a channel's channelz entries), and [`Combined`] for several at once.
+//! A handler's per-RPC and per-connection states are named for what they
+//! hold (`CallLog`, `RpcSocket`, `ConnSocket`). What a [`CombinedLayer`]
+//! holds, no handler or a handler, is a [`HandlerSet`].
+//!
 //! # Layer order
 //!
 //! A stats layer stacks with the others in any order; what it reports
@@ -193,8 +205,8 @@ pub use event::{
 };
 pub use handler::StatsHandler;
 pub use layer::{
-    ClientSide, ClientTransport, CombinedLayer, CombinedService, ObservedBody, ResponseFuture,
-    ServerSide,
+    ClientSide, ClientTransport, CombinedLayer, CombinedService, HandlerSet, ObservedBody,
+    ResponseFuture, ServerSide,
 };
 pub use message_data::MessageData;
 pub use service_context::ServiceContext;

@@ -14,6 +14,7 @@ macro_rules! moved {
 }
 
 moved! {
+    InFlightSlot;
     InvalidRateError;
     LimitError;
     LimitKind;

@@ -75,24 +75,23 @@
 //! # Ok::<(), tenant::OrgIdError>(())
 //! ```
 
-pub(crate) mod body;
-mod client;
 mod consts;
 mod error;
 pub(crate) mod extract;
-mod future;
 mod inject;
-mod layer;
+mod inner_or_rejected;
+#[cfg(feature = "limits")]
+#[deprecated(note = "moved to `tonic_hotpath::limits`: import from there")]
+pub mod limits;
 mod org_id;
 pub(crate) mod paths;
 pub(crate) mod refusal;
 mod request_ext;
+pub mod require_org_id;
+pub mod set_org_id;
 mod tenant_ids;
 
 pub use crate::wire::org_id::validate_org_id;
-#[cfg(feature = "limits")]
-#[deprecated(note = "moved to `tonic_hotpath::limits`: import from there")]
-pub mod limits;
 pub use crate::wire::org_id_error::{InvalidOrgIdError, OrgIdError};
 pub use error::InjectError;
 pub use extract::{
@@ -105,16 +104,3 @@ pub use request_ext::{OrgIdRequestExt, org_id};
 pub use require_org_id::{RequireOrgId, RequireOrgIdLayer};
 pub use set_org_id::{SetOrgId, SetOrgIdLayer};
 pub use tenant_ids::TenantIds;
-
-/// The server layer that requires a valid org id: [`RequireOrgIdLayer`],
-/// its service, and the service's response future and body.
-pub mod require_org_id {
-    pub use super::body::ResponseBody;
-    pub use super::layer::{RequireOrgId, RequireOrgIdLayer, ResponseFuture};
-}
-
-/// The client layer that stamps an org id on every call: [`SetOrgIdLayer`],
-/// its service, and the service's response future.
-pub mod set_org_id {
-    pub use super::client::{ResponseFuture, SetOrgId, SetOrgIdLayer};
-}

@@ -13,7 +13,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tonic::Status;
 
-use super::body::ResponseBody;
+use super::require_org_id::ResponseBody;
 use crate::wire::content_type::is_grpc;
 use crate::wire::org_id_error::OrgIdError;
 
@@ -41,7 +41,7 @@ pub(crate) trait RefusalBody: Default {
     fn refusal_text(text: Bytes) -> Self;
 }
 
-impl<B> RefusalBody for ResponseBody<B> {
+impl<B, G> RefusalBody for ResponseBody<B, G> {
     fn refusal_text(text: Bytes) -> Self {
         ResponseBody::refusal_text(text)
     }

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
 
-use allocator_api2::vec::Vec as ArenaVec;
+use tonic_hotpath::arena::Vec as ArenaVec;
 #[cfg(feature = "bench-internals")]
 use tonic_hotpath::arena::replay::{Workload, slack_percent};
 use tonic_hotpath::arena::{AllocError, ArenaPool, ByteBuffer, MonotonicArena};

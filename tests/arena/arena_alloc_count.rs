@@ -3,7 +3,7 @@
 //! return path allocate nothing; growth allocates one slab per doubling
 //! (slabs back consecutive buffers: 1, 2, 4, ... buffers' worth).
 
-use allocator_api2::vec::Vec as ArenaVec;
+use tonic_hotpath::arena::Vec as ArenaVec;
 use tonic_hotpath::arena::{ArenaPool, ByteBuffer, MonotonicArena};
 
 use crate::alloc_count::allocations;

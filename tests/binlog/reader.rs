@@ -6,7 +6,7 @@ use std::io::{self, Cursor, ErrorKind, Read};
 
 use proptest::prelude::*;
 use tonic_hotpath::binlog::proto::GrpcLogEntry;
-use tonic_hotpath::binlog::{DEFAULT_MAX_ENTRY_LEN, Framing, LogReader};
+use tonic_hotpath::binlog::{Framing, LogReader};
 
 use crate::alloc_count::net_bytes_so_far;
 use crate::entries::{every_kind, numbered};
@@ -69,7 +69,7 @@ fn the_maximum_entry_length_is_the_callers() {
 fn a_declared_length_is_not_allocated_before_its_bytes_are_read() {
     // Declares 60 MiB (under the 64 MiB maximum) and holds 1 MiB.
     let declared = 60 << 20;
-    assert!(declared < DEFAULT_MAX_ENTRY_LEN);
+    assert!(declared < LogReader::DEFAULT_MAX_ENTRY_LEN);
     let mut bytes = (declared as u32).to_be_bytes().to_vec();
     bytes.resize(4 + (1 << 20), 0);
 

@@ -13,13 +13,13 @@ use channelz_support::*;
 use tokio_stream::StreamExt;
 use tonic::Code;
 use tonic::transport::Server;
-use tonic_hotpath::channelz::{ServerHandler, proto};
+use tonic_hotpath::channelz::{ServerEntry, proto};
 
 use crate::stacks::tls::{TestCerts, tls_endpoint};
 
 #[tokio::test]
 async fn counts_are_exact_after_a_mixed_workload() {
-    let server = spawn_server(Server::builder(), ServerHandler::new()).await;
+    let server = spawn_server(Server::builder(), ServerEntry::new()).await;
     let admin = spawn_admin().await;
     let (mut echo, channel_id, subchannel_id) =
         channel_client(support::endpoint(server.addr)).await;
@@ -256,7 +256,7 @@ async fn unknown_ids_are_not_found_with_grpc_go_messages() {
 async fn mtls_sockets_carry_the_client_certificate_and_the_given_server_certificate() {
     let certs = TestCerts::generate();
     let server_der = der_of(&certs.server.cert);
-    let handler = ServerHandler::named("mtls").local_certificate(server_der.clone());
+    let handler = ServerEntry::named("mtls").local_certificate(server_der.clone());
     let tls_server = spawn_server(
         Server::builder().tls_config(certs.server_mtls()).unwrap(),
         handler,
@@ -301,7 +301,7 @@ fn der_of(pem: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_closed_connection_leaves_and_a_dropped_server_follows() {
-    let server = spawn_server(Server::builder(), ServerHandler::new()).await;
+    let server = spawn_server(Server::builder(), ServerEntry::new()).await;
     let admin = spawn_admin().await;
     let mut channelz = channelz_client(admin).await;
     let socket_id = {
@@ -353,15 +353,15 @@ async fn a_closed_connection_leaves_and_a_dropped_server_follows() {
 
 #[tokio::test]
 async fn unix_socket_connections_are_counted_without_addresses() {
-    use tonic_hotpath::channelz::ChannelHandler;
+    use tonic_hotpath::channelz::ChannelEntry;
     use tonic_hotpath::stats::CombinedLayer;
 
-    let handler = ServerHandler::new();
+    let handler = ServerEntry::new();
     let server_id = handler.id();
     let layer = CombinedLayer::server().with(handler);
     let (path, incoming) = stacks::uds::bind();
     stacks::spawn_echo(layer.clone(), ScriptedEcho, layer.incoming(incoming));
-    let channel_handler = ChannelHandler::new("unix:///uds.invalid");
+    let channel_handler = ChannelEntry::new("unix:///uds.invalid");
     let subchannel_id = channel_handler.subchannel_id();
     let client_layer = CombinedLayer::client().with(channel_handler);
     let channel =
@@ -405,7 +405,7 @@ async fn unix_socket_connections_are_counted_without_addresses() {
 /// close their entities when the layered service is dropped instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_server_and_a_dropped_channel_leave_on_a_multi_threaded_runtime() {
-    let server = spawn_server(Server::builder(), ServerHandler::new()).await;
+    let server = spawn_server(Server::builder(), ServerEntry::new()).await;
     let admin = spawn_admin().await;
     let channelz = channelz_client(admin).await;
     let (echo, channel_id, _) = channel_client(support::endpoint(server.addr)).await;

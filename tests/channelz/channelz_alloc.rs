@@ -9,7 +9,7 @@ use stats_harness::{
     Noop, allocations_per_call, current_thread_runtime, linked_loopback_client, net_bytes_so_far,
     one_rpc,
 };
-use tonic_hotpath::channelz::{ChannelHandler, ServerHandler};
+use tonic_hotpath::channelz::{ChannelEntry, ServerEntry};
 use tonic_hotpath::stats::{ConnInfo, Side, StatsHandler};
 
 const RPCS: u64 = 300;
@@ -29,7 +29,7 @@ fn linked_loopback<S: StatsHandler, C: StatsHandler>(
 fn channelz_handlers_add_no_allocation_per_rpc() {
     let rt = current_thread_runtime();
     let noop = linked_loopback(&rt, Noop, Noop);
-    let channelz = linked_loopback(&rt, ServerHandler::new(), ChannelHandler::new("loopback"));
+    let channelz = linked_loopback(&rt, ServerEntry::new(), ChannelEntry::new("loopback"));
     eprintln!("allocations per loopback RPC: no-op handlers {noop}, channelz handlers {channelz}");
     // hyper allocates now and then (buffer growth): a few hundredths of an
     // allocation per RPC move between runs; a per-RPC allocation is 1.
@@ -42,7 +42,7 @@ fn channelz_handlers_add_no_allocation_per_rpc() {
 #[test]
 fn a_tracked_socket_costs_under_half_a_kib_and_leaves_nothing() {
     const SOCKETS: usize = 10_000;
-    let handler = ServerHandler::new();
+    let handler = ServerEntry::new();
     let info = |n: usize| {
         let peer = std::net::SocketAddr::from(([127, 0, 0, 2], (n % 60_000) as u16 + 1));
         ConnInfo::new(

@@ -25,7 +25,7 @@ use tonic::transport::{Channel, Server, Uri};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
-use tonic_hotpath::channelz::{ChannelHandler, ListenSocket, ServerHandler, proto};
+use tonic_hotpath::channelz::{ChannelEntry, ListenSocket, ServerEntry, proto};
 use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 use tower::BoxError;
 use tower::ServiceExt;
@@ -91,7 +91,7 @@ pub async fn channelz_go_ok(binary: &Path, args: &[&str]) -> String {
 
 /// A Rust server under test: the scripted echo service (and, if asked,
 /// `grpc.health.v1.Health`, SERVING for `""`) behind a stats layer with a
-/// [`ServerHandler`], connections from the layer's incoming stream, and
+/// [`ServerEntry`], connections from the layer's incoming stream, and
 /// its listening socket registered.
 pub struct RustServer {
     pub addr: SocketAddr,
@@ -101,7 +101,7 @@ pub struct RustServer {
 }
 
 pub async fn rust_server(health: bool) -> RustServer {
-    let handler = ServerHandler::new();
+    let handler = ServerEntry::new();
     let id = handler.id();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
@@ -128,11 +128,11 @@ pub async fn rust_server(health: bool) -> RustServer {
 }
 
 /// A Rust client channel to a [`RustServer`]: a stats layer with a
-/// [`ChannelHandler`] over a tonic `Channel` whose connections the layer's
+/// [`ChannelEntry`] over a tonic `Channel` whose connections the layer's
 /// connector makes, each connection's local address recorded (from the
 /// socket itself, not from channelz).
 pub struct RustChannel {
-    pub service: CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>,
+    pub service: CombinedService<Channel, ChannelEntry, tonic_hotpath::stats::ClientSide>,
     pub id: i64,
     pub subchannel_id: i64,
     pub local_addrs: Arc<Mutex<Vec<SocketAddr>>>,
@@ -141,7 +141,7 @@ pub struct RustChannel {
 impl RustChannel {
     pub async fn connect(addr: SocketAddr) -> Self {
         let endpoint = crate::support::endpoint(addr);
-        let handler = ChannelHandler::new(endpoint.uri().to_string());
+        let handler = ChannelEntry::new(endpoint.uri().to_string());
         let (id, subchannel_id) = (handler.id(), handler.subchannel_id());
         let layer = CombinedLayer::client().with(handler);
         let local_addrs = Arc::new(Mutex::new(Vec::new()));
@@ -176,8 +176,7 @@ impl RustChannel {
 
     pub fn echo(
         &self,
-    ) -> EchoClient<CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>>
-    {
+    ) -> EchoClient<CombinedService<Channel, ChannelEntry, tonic_hotpath::stats::ClientSide>> {
         EchoClient::new(self.service.clone())
     }
 

@@ -1,6 +1,6 @@
 //! Shared support for the channelz tests: a scripted echo service, a
-//! server fed to a [`ServerHandler`] on the layer's incoming stream, a
-//! client channel fed to a [`ChannelHandler`] through the layer's
+//! server fed to a [`ServerEntry`] on the layer's incoming stream, a
+//! client channel fed to a [`ChannelEntry`] through the layer's
 //! connector, and a channelz client of the admin services, served apart
 //! (so that queries are not calls of the server under test).
 //!
@@ -15,7 +15,7 @@ use tonic::service::Routes;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
-use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler, proto};
+use tonic_hotpath::channelz::{Admin, ChannelEntry, ServerEntry, proto};
 use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 
 use crate::support::{
@@ -85,10 +85,10 @@ pub struct TestServer {
     pub task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
 
-/// Serves [`ScriptedEcho`] behind a stats layer with a [`ServerHandler`]
+/// Serves [`ScriptedEcho`] behind a stats layer with a [`ServerEntry`]
 /// (configured by `handler`) on 127.0.0.1:0, connections counted through
 /// the layer's incoming stream; `server` is the builder (TLS or not).
-pub async fn spawn_server(server: Server, handler: ServerHandler) -> TestServer {
+pub async fn spawn_server(server: Server, handler: ServerEntry) -> TestServer {
     let id = handler.id();
     let layer = CombinedLayer::server().with(handler);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -123,17 +123,17 @@ pub async fn channelz_client(addr: SocketAddr) -> ChannelzClient<Channel> {
     ChannelzClient::new(crate::support::connect(addr).await)
 }
 
-/// An echo client through a stats layer with a [`ChannelHandler`] for
+/// An echo client through a stats layer with a [`ChannelEntry`] for
 /// `endpoint`, its connection made by the layer's connector; returns the
 /// client and the channel's id and subchannel id.
 pub async fn channel_client(
     endpoint: Endpoint,
 ) -> (
-    EchoClient<CombinedService<Channel, ChannelHandler, tonic_hotpath::stats::ClientSide>>,
+    EchoClient<CombinedService<Channel, ChannelEntry, tonic_hotpath::stats::ClientSide>>,
     i64,
     i64,
 ) {
-    let handler = ChannelHandler::new(endpoint.uri().to_string());
+    let handler = ChannelEntry::new(endpoint.uri().to_string());
     let (id, sub) = (handler.id(), handler.subchannel_id());
     let layer = CombinedLayer::client().with(handler);
     let channel = endpoint

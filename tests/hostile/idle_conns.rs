@@ -10,7 +10,7 @@
 //! child's standard input.
 //!
 //! Two servers, one after another: tonic with no layer, and the layer with
-//! channelz's [`ServerHandler`] on the layer's incoming stream.
+//! channelz's [`ServerEntry`] on the layer's incoming stream.
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tonic::service::Routes;
 use tonic::transport::Server;
-use tonic_hotpath::channelz::ServerHandler;
+use tonic_hotpath::channelz::ServerEntry;
 use tonic_hotpath::stats::CombinedLayer;
 use tower::layer::util::Identity;
 
@@ -274,7 +274,7 @@ fn idle_connections_cost_little_and_leave_nothing() {
         let tonic = run(Identity::new(), addr, incoming, || async { None }).await;
 
         // With it, channelz lists each connection as a socket.
-        let handler = ServerHandler::new();
+        let handler = ServerEntry::new();
         let id = handler.id();
         let layer = CombinedLayer::server().with(handler);
         let (addr, incoming) = support::bind().await;

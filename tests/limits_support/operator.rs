@@ -34,7 +34,7 @@ mod with_log {
 
     use tonic_hotpath::binlog::proto::GrpcLogEntry;
     use tonic_hotpath::binlog::{BinaryLog, Filter, Framing, Sink};
-    use tonic_hotpath::channelz::ServerHandler;
+    use tonic_hotpath::channelz::ServerEntry;
     use tonic_hotpath::limits::TenantLimitLayer;
     use tonic_hotpath::otel::OtelMetrics;
     use tonic_hotpath::stats::{Combined, CombinedLayer, ServerSide};
@@ -77,7 +77,7 @@ mod with_log {
 
     /// The operator's observers on one layer.
     pub type Observers =
-        CombinedLayer<Combined<Combined<OtelMetrics, ServerHandler>, BinaryLog>, ServerSide>;
+        CombinedLayer<Combined<Combined<OtelMetrics, ServerEntry>, BinaryLog>, ServerSide>;
 
     /// The operator's stack, outermost first.
     pub type OperatorStack = ServiceBuilder<
@@ -85,7 +85,7 @@ mod with_log {
     >;
 
     /// The operator's stack: `CombinedLayer::server()` with `metrics`,
-    /// channelz's `ServerHandler` and `log`, then `RequireOrgIdLayer`, then
+    /// channelz's `ServerEntry` and `log`, then `RequireOrgIdLayer`, then
     /// `limits`.
     pub fn operator_stack(
         metrics: OtelMetrics,
@@ -94,7 +94,7 @@ mod with_log {
     ) -> OperatorStack {
         let observers = CombinedLayer::server()
             .with(metrics)
-            .with(ServerHandler::new())
+            .with(ServerEntry::new())
             .with(log);
         ServiceBuilder::new()
             .layer(observers)

@@ -27,7 +27,7 @@ use tonic_hotpath::orca::proto::xds::service::orca::v3::open_rca_service_server:
 };
 use tonic_hotpath::orca::server::CallMetricsLayer;
 use tonic_hotpath::orca::{
-    CallMetricsRecorder, GRPC_TRAILER, OrcaLoadReport, ServerMetricsRecorder,
+    CallMetricsRecorder, OrcaLoadReport, ReportFormat, ServerMetricsRecorder,
 };
 use tonic_hotpath::stats::CombinedLayer;
 use tower::ServiceBuilder;
@@ -112,18 +112,21 @@ impl Health for Trailers {
         let mut headers = HeaderMap::new();
         match request.get_ref().service.as_str() {
             "good" => {
-                headers.append(GRPC_TRAILER, b64(&encoded));
+                headers.append(ReportFormat::GRPC_TRAILER, b64(&encoded));
             }
             "several" => {
-                headers.append(GRPC_TRAILER, b64(&encoded));
-                headers.append(GRPC_TRAILER, b64(&encoded));
+                headers.append(ReportFormat::GRPC_TRAILER, b64(&encoded));
+                headers.append(ReportFormat::GRPC_TRAILER, b64(&encoded));
             }
             "base64" => {
-                headers.append(GRPC_TRAILER, HeaderValue::from_static("!!not*base64"));
+                headers.append(
+                    ReportFormat::GRPC_TRAILER,
+                    HeaderValue::from_static("!!not*base64"),
+                );
             }
             // A field 1 of wire type 7 (no such type).
             "proto" => {
-                headers.append(GRPC_TRAILER, b64(&[0x0f, 0x00]));
+                headers.append(ReportFormat::GRPC_TRAILER, b64(&[0x0f, 0x00]));
             }
             _ => return Ok(serving()),
         }
@@ -450,7 +453,7 @@ async fn p2c_prefers_the_least_loaded_by_out_of_band_reports() {
             Server::builder()
                 .add_service(HealthServer::new(health))
                 .add_service(
-                    tonic_hotpath::orca::OpenRcaService::builder(process_metrics(utilization))
+                    tonic_hotpath::orca::OrcaService::builder(process_metrics(utilization))
                         .min_reporting_interval(Duration::from_millis(20))
                         .build()
                         .into_server(),

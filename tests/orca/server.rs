@@ -362,7 +362,7 @@ async fn streaming_trailers_carry_what_the_stream_recorded() {
 
 #[tokio::test]
 async fn envoys_forms_carry_the_report_in_endpoint_load_metrics() {
-    use tonic_hotpath::orca::{ENVOY_HEADER, ReportFormat, parse_endpoint_load_metrics};
+    use tonic_hotpath::orca::{ReportFormat, parse_endpoint_load_metrics};
     let process = ServerMetricsRecorder::new();
     process.set_qps(100.0);
     for (format, prefix) in [
@@ -384,7 +384,9 @@ async fn envoys_forms_carry_the_report_in_endpoint_load_metrics() {
             trailers.get("endpoint-load-metrics-bin").is_none(),
             "{format:?}"
         );
-        let value = trailers.get(ENVOY_HEADER).expect("Envoy's header");
+        let value = trailers
+            .get(ReportFormat::ENVOY_HEADER)
+            .expect("Envoy's header");
         assert!(value.to_str().unwrap().starts_with(prefix), "{value:?}");
         let report = parse_endpoint_load_metrics(value).expect("Envoy's parser reads it");
         assert_eq!(report.cpu_utilization, 0.9, "{format:?}");

@@ -11,7 +11,7 @@ use tonic::Streaming;
 use tonic::transport::server::TcpIncoming;
 use tonic_hotpath::orca::proto::xds::service::orca::v3::OrcaLoadReportRequest;
 use tonic_hotpath::orca::proto::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
-use tonic_hotpath::orca::{BackendMetrics, OpenRcaService, OrcaLoadReport, ServerMetricsProvider};
+use tonic_hotpath::orca::{BackendMetrics, OrcaLoadReport, OrcaService, ServerMetricsProvider};
 
 /// How long a test waits for what must happen before it fails: generous,
 /// as a wait whose condition is met returns at once.
@@ -38,7 +38,7 @@ impl ServerMetricsProvider for Provider {
 }
 
 /// Serves `service` on 127.0.0.1:0.
-async fn serve(service: OpenRcaService) -> SocketAddr {
+async fn serve(service: OrcaService) -> SocketAddr {
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse().expect("loopback"))
         .expect("bind 127.0.0.1:0")
         .with_nodelay(Some(true));
@@ -106,7 +106,7 @@ async fn arrivals(stream: &mut Streaming<OrcaLoadReport>, window: Duration) -> V
 async fn first_report_comes_at_once_with_the_default_minimum() {
     let provider = Arc::new(Provider::default());
     provider.set(|m| m.cpu_utilization = Some(0.25));
-    let addr = serve(OpenRcaService::new(provider.clone())).await;
+    let addr = serve(OrcaService::new(provider.clone())).await;
     // The default minimum is 30 s: a report well before it is the first.
     let (mut stream, _) = open(addr, None).await;
     let report = next(&mut stream, Duration::from_secs(10)).await;
@@ -117,7 +117,7 @@ async fn first_report_comes_at_once_with_the_default_minimum() {
 async fn requests_below_the_minimum_get_the_minimum() {
     let provider = Arc::new(Provider::default());
     let minimum = Duration::from_millis(200);
-    let service = OpenRcaService::builder(provider.clone())
+    let service = OrcaService::builder(provider.clone())
         .min_reporting_interval(minimum)
         .build();
     let addr = serve(service).await;
@@ -147,7 +147,7 @@ async fn requests_below_the_minimum_get_the_minimum() {
 #[tokio::test]
 async fn requests_above_the_minimum_are_honoured() {
     let provider = Arc::new(Provider::default());
-    let service = OpenRcaService::builder(provider.clone())
+    let service = OrcaService::builder(provider.clone())
         .min_reporting_interval(Duration::from_millis(20))
         .build();
     let addr = serve(service).await;
@@ -187,7 +187,7 @@ async fn later_reports_show_the_providers_changes_and_leave_per_call_values_out(
         m.request_cost.insert("rows".into(), 12.0);
         m.named_metrics.insert("hits".into(), 3.0);
     });
-    let service = OpenRcaService::builder(provider.clone())
+    let service = OrcaService::builder(provider.clone())
         .min_reporting_interval(Duration::from_millis(20))
         .build();
     let addr = serve(service).await;
@@ -228,7 +228,7 @@ async fn later_reports_show_the_providers_changes_and_leave_per_call_values_out(
 #[tokio::test]
 async fn a_cancelled_stream_is_dropped_and_the_server_still_serves() {
     let provider = Arc::new(Provider::default());
-    let service = OpenRcaService::builder(provider.clone())
+    let service = OrcaService::builder(provider.clone())
         .min_reporting_interval(Duration::from_millis(10))
         .build();
     let addr = serve(service).await;

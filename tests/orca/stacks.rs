@@ -4,7 +4,7 @@
 //! same server. Each stack is served twice, without and with the layer;
 //! the calls must differ only by the `endpoint-load-metrics-bin` trailer,
 //! which carries exactly what the handler recorded and is read by the
-//! client side (`LoadReportHandler` on a client `CombinedLayer`). Faults
+//! client side (`LoadReports` on a client `CombinedLayer`). Faults
 //! (junk, a bare proxy, cancelled streams) are in `stacks_faults.rs`.
 
 use std::sync::{Arc, Mutex};
@@ -15,11 +15,9 @@ use tokio_stream::StreamExt;
 use tonic::service::Routes;
 use tonic::transport::{Channel, Server};
 use tonic::{Request, Response, Status, Streaming};
-use tonic_hotpath::orca::client::{
-    EndpointWeight, EndpointWeights, LoadReportHandler, WeightConfig,
-};
+use tonic_hotpath::orca::client::{EndpointWeight, EndpointWeights, LoadReports, WeightConfig};
 use tonic_hotpath::orca::server::CallMetricsLayer;
-use tonic_hotpath::orca::{CallMetricsRecorder, GRPC_TRAILER, OrcaLoadReport, load_report_from};
+use tonic_hotpath::orca::{CallMetricsRecorder, OrcaLoadReport, ReportFormat, load_report_from};
 use tonic_hotpath::stats::{ClientSide, CombinedLayer, CombinedService, RpcEvent, StatsHandler};
 use tower::layer::util::Identity;
 
@@ -176,7 +174,7 @@ pub(crate) fn quick_group() -> EndpointWeights {
 }
 
 /// The transport of an echo client whose calls feed `endpoint`.
-pub(crate) type Reading = CombinedService<Channel, LoadReportHandler, ClientSide>;
+pub(crate) type Reading = CombinedService<Channel, LoadReports, ClientSide>;
 
 /// `channel` behind a client `CombinedLayer` feeding `endpoint`.
 pub(crate) fn reading(channel: Channel, endpoint: &EndpointWeight) -> Reading {
@@ -198,7 +196,7 @@ pub(crate) struct Seen {
 /// be well-formed) and drops `date`.
 pub(crate) fn split_report(mut headers: HeaderMap) -> (HeaderMap, Option<OrcaLoadReport>) {
     let report = load_report_from(&headers).expect("a well-formed report");
-    headers.remove(GRPC_TRAILER);
+    headers.remove(ReportFormat::GRPC_TRAILER);
     headers.remove(http::header::DATE);
     (headers, report)
 }
@@ -363,7 +361,7 @@ async fn compressed_messages_leave_the_report_intact() {
 
 /// A grpc-web unary echo of `message`, its trailer frame split into the
 /// rest and the report; the report is also fed to `endpoint` as a client
-/// reading the trailer frame would (`LoadReportHandler` on `InTrailer`).
+/// reading the trailer frame would (`LoadReports` on `InTrailer`).
 async fn web(
     addr: std::net::SocketAddr,
     format: WebFormat,

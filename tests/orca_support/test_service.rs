@@ -19,7 +19,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 use tonic_hotpath::orca::server::CallMetricsLayer;
-use tonic_hotpath::orca::{CallMetricsRecorder, OpenRcaService, ServerMetricsRecorder};
+use tonic_hotpath::orca::{CallMetricsRecorder, OrcaService, ServerMetricsRecorder};
 
 use super::grpc_testing::test_service_server::{TestService, TestServiceServer};
 use super::grpc_testing::{
@@ -260,7 +260,7 @@ pub async fn serve(server_id: &str, orca: Orca) -> (SocketAddr, ServerMetricsRec
         (orca != Orca::Off).then(|| recorder.clone()),
     ));
     let oob = || {
-        OpenRcaService::builder(recorder.clone())
+        OrcaService::builder(recorder.clone())
             .min_reporting_interval(Duration::from_secs(1))
             .build()
             .into_server()

@@ -26,7 +26,7 @@ pub use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracer, SdkTracerPro
 pub use tokio_stream::StreamExt;
 pub use tonic::{Code, Request, Response, Status as GrpcStatus, Streaming};
 pub use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
-pub use tonic_hotpath::otel::{GRPC_TRACE_BIN, GrpcTraceBinPropagator, OtelTracing};
+pub use tonic_hotpath::otel::{GrpcTraceBinPropagator, OtelTracing};
 pub use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ServerSide, StatsHandler};
 
 pub const UNARY: &str = "hotpath.echo.Echo.UnaryEcho";
@@ -52,7 +52,7 @@ impl Propagation {
     pub fn header(self) -> &'static str {
         match self {
             Propagation::W3c => "traceparent",
-            Propagation::GrpcTraceBin => GRPC_TRACE_BIN,
+            Propagation::GrpcTraceBin => GrpcTraceBinPropagator::HEADER,
         }
     }
 }

@@ -7,7 +7,8 @@
 //! both the IO's own `ConnectInfo` and `TlsConnectInfo<ConnectInfo>` in the
 //! request extensions; `peer_certs()` reads only
 //! `TlsConnectInfo<TcpConnectInfo>`, so it works only when the accepted IO
-//! is a plain `TcpStream` (TONIC-NOTES A10).
+//! is a plain `TcpStream` (tonic 0.14's `src/request.rs`; `TlsConnectInfo`
+//! has no public constructor, so no wrapper of the IO can rebuild it).
 
 use std::net::SocketAddr;
 

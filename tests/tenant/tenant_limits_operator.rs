@@ -1,5 +1,5 @@
 //! The operator's stack (`CombinedLayer::server()` with `OtelMetrics`,
-//! channelz's `ServerHandler` and a `BinaryLog`, then `RequireOrgIdLayer`
+//! channelz's `ServerEntry` and a `BinaryLog`, then `RequireOrgIdLayer`
 //! and `TenantLimitLayer` at 10⁹ calls/s and 10⁶ in flight, limits no run
 //! here can reach) refuses no call, from 1 to 16 client threads, for one
 //! tenant and for many.

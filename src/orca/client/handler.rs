@@ -1,4 +1,4 @@
-//! The per-call reader ([`LoadReportHandler`]): a client stats handler
+//! The per-call reader ([`LoadReports`]): a client stats handler
 //! that feeds each call's `endpoint-load-metrics-bin` trailer to its
 //! endpoint.
 
@@ -10,8 +10,9 @@ use crate::orca::load_report_from;
 use crate::stats::CombinedLayer;
 use crate::stats::{RpcEvent, StatsHandler};
 
-/// Reads each call's load report (the `endpoint-load-metrics-bin`
-/// trailer, or the header of a trailers-only response) and feeds it to
+/// The load reports of one endpoint's calls, as a stats handler: reads
+/// each call's report (the `endpoint-load-metrics-bin` trailer, or the
+/// header of a trailers-only response) and feeds it to
 /// one endpoint's [`EndpointWeight`], with grpc-go's rules
 /// ([`load_report_from`]). Register it on the client [`CombinedLayer`] of
 /// that endpoint's channel: one handler per endpoint.
@@ -32,21 +33,21 @@ use crate::stats::{RpcEvent, StatsHandler};
 /// # let _ = layer;
 /// ```
 #[derive(Clone)]
-pub struct LoadReportHandler {
+pub struct LoadReports {
     endpoint: EndpointWeight,
 }
 
 impl EndpointWeight {
     /// The stats handler that feeds this endpoint from its calls'
     /// trailers.
-    pub fn stats_handler(&self) -> LoadReportHandler {
-        LoadReportHandler {
+    pub fn stats_handler(&self) -> LoadReports {
+        LoadReports {
             endpoint: self.clone(),
         }
     }
 }
 
-impl LoadReportHandler {
+impl LoadReports {
     /// The endpoint it feeds.
     pub fn endpoint(&self) -> &EndpointWeight {
         &self.endpoint
@@ -59,7 +60,7 @@ impl LoadReportHandler {
     }
 }
 
-impl StatsHandler for LoadReportHandler {
+impl StatsHandler for LoadReports {
     type RpcState = ();
     type ConnState = ();
     const PAYLOAD_TIMES: bool = false;
@@ -75,9 +76,9 @@ impl StatsHandler for LoadReportHandler {
     }
 }
 
-impl fmt::Debug for LoadReportHandler {
+impl fmt::Debug for LoadReports {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LoadReportHandler")
+        f.debug_struct("LoadReports")
             .field("endpoint", &self.endpoint)
             .finish()
     }
@@ -89,7 +90,7 @@ mod tests {
 
     use super::*;
     use crate::orca::client::{EndpointWeights, WeightConfig};
-    use crate::orca::{GRPC_TRAILER, OrcaLoadReport, ReportFormat};
+    use crate::orca::{OrcaLoadReport, ReportFormat};
 
     #[test]
     fn feeds_good_reports_and_counts_bad_ones() {
@@ -111,9 +112,9 @@ mod tests {
         assert_eq!(endpoint.weight(), Some(20.0));
 
         let mut several = good.clone();
-        several.append(GRPC_TRAILER, value);
+        several.append(ReportFormat::GRPC_TRAILER, value);
         let mut junk = HeaderMap::new();
-        junk.insert(GRPC_TRAILER, HeaderValue::from_static("!!!"));
+        junk.insert(ReportFormat::GRPC_TRAILER, HeaderValue::from_static("!!!"));
         for bad in [&several, &junk] {
             handler.handle_rpc(&mut (), &RpcEvent::InTrailer(bad));
         }

@@ -4,7 +4,7 @@
 //! - [`EndpointWeights`]: the group of replicas one balancer spreads calls
 //!   over, with its [`WeightConfig`]; [`EndpointWeights::endpoint`] adds one
 //!   ([`EndpointWeight`]).
-//! - [`LoadReportHandler`]: a client stats handler feeding an endpoint from
+//! - [`LoadReports`]: a client stats handler feeding an endpoint from
 //!   its calls' `endpoint-load-metrics-bin` trailers.
 //! - [`OobWatcher`]: the out-of-band `StreamCoreMetrics` stream feeding an
 //!   endpoint (grpc-go's ORCA producer).
@@ -51,7 +51,12 @@ mod oob;
 mod weight;
 
 pub use config::{WeightConfig, WeightConfigBuilder, WeightConfigError};
-pub use handler::LoadReportHandler;
+pub use handler::LoadReports;
+
+/// Renamed [`LoadReports`] (a stats handler is named for what it records;
+/// see [`stats`](crate::stats#naming)).
+#[deprecated(note = "renamed `LoadReports`")]
+pub type LoadReportHandler = LoadReports;
 pub use load::{Cost, ResponseFuture, WeightedLoad, WeightedLoadLayer};
 pub use oob::{OobWatcher, OobWatcherBuilder};
 pub use weight::{EndpointWeight, EndpointWeights, report_weight};

@@ -9,7 +9,7 @@ use crate::orca::{BackendMetrics, ServerMetricsProvider};
 /// The process's metrics, as grpc-go's `orca.ServerMetricsRecorder`: set
 /// from anywhere (a sampler task, a handler), read lock-free by every
 /// call's trailer and by the out-of-band
-/// [`OpenRcaService`](crate::orca) stream.
+/// [`OrcaService`](crate::orca::OrcaService) stream.
 ///
 /// Cloning gives another handle to the same values. A setter copies the
 /// current values, changes the copy and publishes it (grpc-go's

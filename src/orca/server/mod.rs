@@ -23,7 +23,7 @@ use http::HeaderMap;
 
 use super::encode::grpc_binary_value;
 use super::recorder::ServerMetricsRecorder;
-use super::{BackendMetrics, GRPC_TRAILER, ReportFormat, ServerMetricsProvider};
+use super::{BackendMetrics, ReportFormat, ServerMetricsProvider};
 
 /// What a layer's calls share: the process's values and the report's form.
 #[derive(Clone)]
@@ -64,7 +64,7 @@ impl ReportConfig {
                         grpc_binary_value(Some(&provider.server_metrics()), call)
                     }
                 };
-                return (GRPC_TRAILER, value);
+                return (ReportFormat::GRPC_TRAILER, value);
             }
             let report = match &self.server_metrics {
                 None => call.to_report(),

@@ -1,6 +1,7 @@
 //! Reading the compression headers the layer needs (`grpc-encoding`,
-//! `grpc-accept-encoding`), without building a `MetadataMap` (see
-//! TONIC-NOTES A6). The other gRPC headers are read by `crate::wire`.
+//! `grpc-accept-encoding`), without building a `MetadataMap` (which copies
+//! the whole `HeaderMap`, as tonic's `Status::from_header_map` does). The
+//! other gRPC headers are read by `crate::wire`.
 
 use http::{HeaderMap, HeaderName};
 

@@ -14,6 +14,7 @@ use tower::{BoxError, Layer, Service};
 
 use super::body::ObservedBody;
 use super::future::{ObservedSide, ResponseFuture};
+use super::handler_set::HandlerSet;
 use super::headers::AcceptedEncodings;
 use super::messages::BodyEncoding;
 use super::open_service::OpenService;
@@ -28,7 +29,7 @@ use crate::stats::combined::Combined;
 use crate::stats::conn::link::{ConnLink, LinkedConn};
 use crate::stats::conn::registry::{ConnKey, ConnRegistry, needs_conn_state};
 use crate::stats::event::{Direction, RpcInfo, Side};
-use crate::stats::frame::DEFAULT_MAX_MESSAGE_LEN;
+use crate::stats::frame::FrameDecoder;
 use crate::wire::content_type::is_grpc;
 
 /// A tower layer that feeds every registered [`StatsHandler`] from one
@@ -81,9 +82,9 @@ use crate::wire::content_type::is_grpc;
 /// # let _ = (server_layer, client_layer);
 /// ```
 ///
-/// `H` is `()` (no handler yet) or a [`StatsHandler`]; `K` is
-/// [`ServerSide`] or [`ClientSide`].
-pub struct CombinedLayer<H: sealed::Handlers, K> {
+/// `H` is `()` (no handler yet) or a [`StatsHandler`] (the
+/// [`HandlerSet`]); `K` is [`ServerSide`] or [`ClientSide`].
+pub struct CombinedLayer<H: HandlerSet, K> {
     handler: Arc<H>,
     max_message_len: u32,
     // The layer's connections (`LayerConns<H>`), shared by its clones, its
@@ -92,24 +93,7 @@ pub struct CombinedLayer<H: sealed::Handlers, K> {
     side: PhantomData<fn() -> K>,
 }
 
-/// What a layer keeps beside its handlers, by what `H` is: nothing
-/// without a handler (`()`, which is not a [`StatsHandler`]), the
-/// connections linked to the layer with one.
-mod sealed {
-    pub trait Handlers {
-        type Conns: Clone + Send + Sync + 'static;
-    }
-}
-
-impl sealed::Handlers for () {
-    type Conns = ();
-}
-
-impl<H: StatsHandler> sealed::Handlers for H {
-    type Conns = Arc<LayerConns<H>>;
-}
-
-impl<H: sealed::Handlers, K> Clone for CombinedLayer<H, K> {
+impl<H: HandlerSet, K> Clone for CombinedLayer<H, K> {
     fn clone(&self) -> Self {
         Self {
             handler: Arc::clone(&self.handler),
@@ -120,7 +104,7 @@ impl<H: sealed::Handlers, K> Clone for CombinedLayer<H, K> {
     }
 }
 
-impl<H: sealed::Handlers + fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
+impl<H: HandlerSet + fmt::Debug, K> fmt::Debug for CombinedLayer<H, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CombinedLayer")
             .field("handler", &self.handler)
@@ -136,7 +120,7 @@ impl CombinedLayer<(), ServerSide> {
     pub fn server() -> Self {
         Self {
             handler: Arc::new(()),
-            max_message_len: DEFAULT_MAX_MESSAGE_LEN,
+            max_message_len: FrameDecoder::DEFAULT_MAX_MESSAGE_LEN,
             conns: (),
             side: PhantomData,
         }
@@ -149,14 +133,14 @@ impl CombinedLayer<(), ClientSide> {
     pub fn client() -> Self {
         Self {
             handler: Arc::new(()),
-            max_message_len: DEFAULT_MAX_MESSAGE_LEN,
+            max_message_len: FrameDecoder::DEFAULT_MAX_MESSAGE_LEN,
             conns: (),
             side: PhantomData,
         }
     }
 }
 
-impl<H: sealed::Handlers, K> CombinedLayer<H, K> {
+impl<H: HandlerSet, K> CombinedLayer<H, K> {
     /// Reports received messages longer than `limit` bytes as a framing
     /// error in [`End::error`] (and stops decoding that
     /// body's framing; no payload event for it), and compressed ones that
@@ -167,7 +151,7 @@ impl<H: sealed::Handlers, K> CombinedLayer<H, K> {
     /// application sees.
     ///
     /// The default is tonic's default decoding limit, 4 MiB
-    /// ([`DEFAULT_MAX_MESSAGE_LEN`](crate::stats::frame::DEFAULT_MAX_MESSAGE_LEN)).
+    /// ([`FrameDecoder::DEFAULT_MAX_MESSAGE_LEN`](crate::stats::frame::FrameDecoder::DEFAULT_MAX_MESSAGE_LEN)).
     /// Keep the two equal: if you raise tonic's limit
     /// (`max_decoding_message_size` on the generated server or client),
     /// raise this one to match, so that messages tonic accepts are counted
@@ -244,8 +228,8 @@ impl<H: StatsHandler, K> CombinedLayer<H, K> {
 }
 
 /// The connections of one layer: the client's current one, the server's
-/// open ones. (Public in name only, for the sealed `Handlers` trait: this
-/// module is private.)
+/// open ones. (Public in name only, for the hidden item of the sealed
+/// [`HandlerSet`]: this module is private.)
 pub struct LayerConns<H: StatsHandler> {
     link: Arc<ConnLink<H>>,
     registry: Arc<ConnRegistry<H>>,

@@ -14,7 +14,7 @@ use crate::stats::compression::{
     DecompressError, Encoding, UnsupportedEncoding, decompress, uncompressed_len,
 };
 use crate::stats::event::{CompressionError, Direction, Payload, RpcError};
-use crate::stats::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader, PREFIX_LEN};
+use crate::stats::frame::{FrameDecoder, FrameError, FrameEvent, FrameHeader};
 use crate::wire::headers::first_value;
 
 /// How a body's compressed messages are encoded (its `grpc-encoding`).
@@ -107,10 +107,10 @@ impl BodyMessages {
             return false;
         };
         if self.keep {
-            let body = [chunk.slice(PREFIX_LEN..)];
+            let body = [chunk.slice(FrameHeader::PREFIX_LEN..)];
             self.message(header, &body, direction, on_message);
         } else {
-            on_message(self.payload(header, &[&chunk[PREFIX_LEN..]], direction));
+            on_message(self.payload(header, &[&chunk[FrameHeader::PREFIX_LEN..]], direction));
         }
         true
     }

@@ -5,7 +5,8 @@
 //!
 //! - `layer.rs`: the layer, its server and client services, a request's
 //!   beginning; `connections.rs`: the connection wrappers it builds;
-//!   `side.rs`: the side markers and the client transport bound.
+//!   `side.rs`: the side markers and the client transport bound;
+//!   `handler_set.rs`: the sealed bound on what the layer holds.
 //! - `future.rs`: the response future (response headers, a failed call).
 //! - `body.rs`: the body wrapper (payload events, trailers, `End`);
 //!   `messages.rs`: one body's messages (framing, compressed sizes);
@@ -26,6 +27,7 @@ mod connections;
 mod context;
 mod ending;
 mod future;
+mod handler_set;
 pub(crate) mod headers;
 mod idle;
 #[allow(clippy::module_inception)]
@@ -41,5 +43,6 @@ mod status;
 
 pub use body::ObservedBody;
 pub use future::ResponseFuture;
+pub use handler_set::HandlerSet;
 pub use layer::{CombinedLayer, CombinedService};
 pub use side::{ClientSide, ClientTransport, ServerSide};

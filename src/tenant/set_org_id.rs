@@ -1,4 +1,5 @@
-//! Client side: a tower layer that stamps an org id on every outgoing call.
+//! The client layer that stamps an org id on every call: [`SetOrgIdLayer`],
+//! its service [`SetOrgId`], and the service's [`ResponseFuture`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +13,8 @@ use tower::{BoxError, Layer, Service};
 use crate::metadata::ClaimedHeaderError;
 
 use super::error::InjectError;
-use super::future::InnerOrRejected;
 use super::inject::{inject_error_of_claim_conflict, stamp_into_request};
+use super::inner_or_rejected::InnerOrRejected;
 use super::tenant_ids::TenantIds;
 
 /// Stamps a fixed org id on every outgoing request, over a `Channel`:
@@ -59,11 +60,10 @@ use super::tenant_ids::TenantIds;
 ///   metadata layer writes the chain judged against the claim: the same id
 ///   is not written again (it is sent once); a different one, or several,
 ///   fails the call with `INVALID_ARGUMENT` before anything is sent. This
-///   layer turns that layer's
-///   [`ClaimedHeaderError`](crate::metadata::ClaimedHeaderError) into
-///   the [`InjectError`] the other order gives (`DifferentOrgIdPresent`
-///   with the chain's id as `present`, or `TooManyHeaders` with the
-///   chain's count).
+///   layer turns that layer's [`ClaimedHeaderError`] into the
+///   [`InjectError`] the other order gives (`DifferentOrgIdPresent` with
+///   the chain's id as `present`, or `TooManyHeaders` with the chain's
+///   count).
 /// - `SetOrgIdLayer` inside (below) `OutgoingMetadataLayer`: the chain is
 ///   already in the headers, and that layer has taken it out of the
 ///   extensions and hidden the scope for the call, so this layer judges

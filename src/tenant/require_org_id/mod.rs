@@ -1,20 +1,23 @@
-//! Server side: a tower layer that requires a valid org id on every request.
+//! The server layer that requires a valid org id: [`RequireOrgIdLayer`],
+//! its service [`RequireOrgId`], and the service's [`ResponseFuture`] and
+//! [`ResponseBody`].
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use super::body::ResponseBody;
 use super::extract::{extract_owned_from_headers, extract_tenant_ids_from_headers};
-use super::future::InnerOrRejected;
 use super::paths::{PathSet, names};
 use super::refusal::Refusal;
 use super::tenant_ids::TenantIds;
 use crate::wire::org_id_error::OrgIdError;
+
+mod body;
+mod future;
+
+pub use body::ResponseBody;
+pub use future::ResponseFuture;
 
 /// Requires a valid `x-scope-orgid` on every request
 /// (`Server::builder().layer(RequireOrgIdLayer::new())`).
@@ -241,42 +244,11 @@ where
                     request.extensions_mut().insert(ids);
                 }
                 Err(error) => {
-                    return ResponseFuture {
-                        kind: InnerOrRejected::rejected(Refusal::of(request.headers(), error)),
-                    };
+                    return ResponseFuture::refused(Refusal::of(request.headers(), error));
                 }
             }
         }
-        ResponseFuture {
-            kind: InnerOrRejected::inner(self.inner.call(request)),
-        }
-    }
-}
-
-pin_project! {
-    /// The response future of [`RequireOrgId`]: the inner service's, or an
-    /// immediate refusal (a gRPC status, or a plain HTTP error).
-    #[derive(Debug)]
-    pub struct ResponseFuture<F> {
-        #[pin]
-        kind: InnerOrRejected<F, Refusal<OrgIdError>>,
-    }
-}
-
-impl<F, ResBody, E> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<http::Response<ResBody>, E>>,
-{
-    type Output = Result<http::Response<ResponseBody<ResBody>>, E>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let kind = self.project().kind;
-        kind.poll_or_reject(
-            cx,
-            |output| output.map(|response| response.map(ResponseBody::inner)),
-            |refusal| Ok(Refusal::into_response(refusal)),
-        )
+        ResponseFuture::inner(self.inner.call(request))
     }
 }
 

@@ -1,5 +1,6 @@
-//! The state shared by both layers' response futures: the inner service's
-//! future, or a rejection decided before calling it.
+//! The state shared by the response futures of
+//! [`RequireOrgId`](super::RequireOrgId) and [`SetOrgId`](super::SetOrgId):
+//! the inner service's future, or a rejection decided before calling it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,7 +19,7 @@ pin_project! {
     }
 }
 
-impl<F: Future, E> InnerOrRejected<F, E> {
+impl<F, E> InnerOrRejected<F, E> {
     #[inline]
     pub(crate) fn inner(future: F) -> Self {
         Self::Inner { future }
@@ -28,7 +29,9 @@ impl<F: Future, E> InnerOrRejected<F, E> {
     pub(crate) fn rejected(error: E) -> Self {
         Self::Rejected { error: Some(error) }
     }
+}
 
+impl<F: Future, E> InnerOrRejected<F, E> {
     /// Polls the inner future and maps its output with `inner`, or answers
     /// the rejection with `rejected`: `Ok(error)`, or `Err(status)` when
     /// polled again after the rejection was answered.
