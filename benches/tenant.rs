@@ -30,10 +30,8 @@ use http::{HeaderName, HeaderValue, Request, Response};
 use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
+use tonic_hotpath::limits::{Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
-use tonic_hotpath::tenant::limits::{
-    Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer,
-};
 use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
@@ -197,7 +195,7 @@ mod shared {
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
 
-    use tonic_hotpath::tenant::limits::{RedisBackend, TenantLimitLayer};
+    use tonic_hotpath::limits::{RedisBackend, TenantLimitLayer};
 
     pub(crate) const LIMIT_SHARED: &str = "TenantLimit shared through Redis (no-op service)";
 

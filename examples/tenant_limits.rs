@@ -24,7 +24,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::server::health_reporter;
-use tonic_hotpath::tenant::limits::{
+use tonic_hotpath::limits::{
     LimitError, LimitKind, LimitObserver, Limits, Rate, TenantBudgetExt, TenantLimitLayer,
 };
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer, SetOrgIdLayer};
@@ -197,7 +197,7 @@ fn pushback(status: &Status) -> Option<u64> {
 /// Round 3: a refusal's pushback obeyed, then writes charged by samples.
 async fn round_three(
     channel: &Channel,
-    handle: &tonic_hotpath::tenant::limits::LimitsHandle,
+    handle: &tonic_hotpath::limits::LimitsHandle,
 ) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "

@@ -28,7 +28,7 @@ use tonic::{Code, Request};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::server::health_reporter;
-use tonic_hotpath::tenant::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 use tonic_hotpath::tenant::{OrgId, SetOrgIdLayer};
 use tower::ServiceBuilder;
 

@@ -21,6 +21,9 @@ pub mod metadata;
 #[cfg(feature = "tenant")]
 pub mod tenant;
 
+#[cfg(feature = "limits")]
+pub mod limits;
+
 #[cfg(feature = "stats")]
 pub mod stats;
 

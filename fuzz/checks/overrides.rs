@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, parse_overrides};
+use tonic_hotpath::limits::{Limits, Rate, parse_overrides};
 
 pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -77,18 +77,19 @@
 
 mod consts;
 mod error;
-mod extract;
+pub(crate) mod extract;
 mod inject;
 mod inner_or_rejected;
 #[cfg(feature = "limits")]
+#[deprecated(note = "moved to `tonic_hotpath::limits`: import from there")]
 pub mod limits;
 mod org_id;
-mod paths;
-mod refusal;
+pub(crate) mod paths;
+pub(crate) mod refusal;
 mod request_ext;
 pub mod require_org_id;
 pub mod set_org_id;
-mod tenant_ids;
+pub(crate) mod tenant_ids;
 
 pub use error::{InjectError, InvalidOrgIdError, OrgIdError};
 pub use extract::{

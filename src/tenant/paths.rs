@@ -1,6 +1,6 @@
 //! Sets of gRPC services and exact request paths: the requests
 //! [`RequireOrgIdLayer`](super::RequireOrgIdLayer) lets pass unchecked, and
-//! those [`TenantLimitLayer`](super::limits::TenantLimitLayer) limits.
+//! those [`TenantLimitLayer`](crate::limits::TenantLimitLayer) limits.
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! How the tenant layers answer a request they refuse
 //! ([`RequireOrgId`](super::RequireOrgId): no valid org id;
-//! [`TenantLimit`](super::limits::TenantLimit): over a limit): a gRPC
+//! [`TenantLimit`](crate::limits::TenantLimit): over a limit): a gRPC
 //! status to gRPC and grpc-web callers, a plain HTTP error with the
 //! refusal's text to anything else (axum routes served beside gRPC), as
 //! dskit's HTTP middleware `AuthenticateUser` and Cortex's HTTP push path

@@ -38,11 +38,11 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::service::Routes;
 use tonic::transport::Server;
 use tonic::{Code, Request, Response, Status};
-use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
-use tonic_hotpath::stats::CombinedLayer;
-use tonic_hotpath::tenant::limits::{
+use tonic_hotpath::limits::{
     LimitMetrics, Limits, LimitsHandle, Rate, TenantLabels, TenantLimitLayer,
 };
+use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
+use tonic_hotpath::stats::CombinedLayer;
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
 use tonic_prost::ProstCodec;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica, Run, offer, weighted};
 use crate::redis_server::RedisServer;

@@ -2,7 +2,7 @@
 //! Right credentials connect (from the URL or from code); wrong ones are
 //! a clear start-up error; no password shows in an error or `Debug`.
 
-use tonic_hotpath::tenant::limits::{RedisBackend, RedisBackendErrorKind};
+use tonic_hotpath::limits::{RedisBackend, RedisBackendErrorKind};
 
 use crate::redis_server::{BACKEND_COMMANDS, RedisServer};
 

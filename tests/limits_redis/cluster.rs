@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::Replica;
 use crate::redis_server::RedisCluster;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica};
 use crate::limits_support::{pushback, request};

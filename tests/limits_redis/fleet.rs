@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tonic::Code;
 use tonic::transport::Channel;
-use tonic_hotpath::tenant::limits::{LimitsHandle, TenantLimitLayer};
+use tonic_hotpath::limits::{LimitsHandle, TenantLimitLayer};
 
 use crate::limits_support::request;
 use crate::stacks;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::Replica;
 use crate::limits_support::call;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tonic_hotpath::tenant::limits::{Limits, Rate};
+use tonic_hotpath::limits::{Limits, Rate};
 
 use crate::accuracy::{shared_fleet, shared_fleet_with};
 use crate::fleet::{Answers, LOAD, Replica, Run, admitted_now, offer_counted, weighted};

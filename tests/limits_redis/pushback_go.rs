@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
+use tonic_hotpath::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::LOAD;
 use crate::go_interop;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate};
+use tonic_hotpath::limits::{Limits, Rate};
 
 use crate::accuracy::fleet_beating;
 use crate::fleet::{LOAD, Replica, Run, offer, weighted};

@@ -18,9 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{
-    Limits, Rate, RedisBackend, RedisBackendBuilder, TenantLimitLayer,
-};
+use tonic_hotpath::limits::{Limits, Rate, RedisBackend, RedisBackendBuilder, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica};
 use crate::limits_support::request;

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{
+use tonic_hotpath::limits::{
     Limits, Rate, RedisBackend, RedisBackendBuilder, RedisBackendErrorKind, TenantLimitLayer,
 };
 

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
-use tonic_hotpath::tenant::limits::{
-    Limits, Rate, RedisBackend, TenantBudgetExt, TenantLimitLayer,
-};
+use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantBudgetExt, TenantLimitLayer};
 
 use crate::fleet::{Answers, LOAD, Replica, offer_message, weighted};
 use crate::redis_server::RedisServer;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tonic_hotpath::tenant::limits::{LimitError, ResponseBody, TenantLimitLayer};
+use tonic_hotpath::limits::{LimitError, ResponseBody, TenantLimitLayer};
 use tower::ServiceBuilder;
 
 /// One attempt a server saw: when it arrived, which server, and the

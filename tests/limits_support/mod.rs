@@ -283,7 +283,7 @@ pub async fn timed(
 pub fn pushback(status: &Status) -> Option<u64> {
     let value = status
         .metadata()
-        .get(tonic_hotpath::tenant::limits::LimitError::RETRY_PUSHBACK_MS)?;
+        .get(tonic_hotpath::limits::LimitError::RETRY_PUSHBACK_MS)?;
     Some(value.to_str().ok()?.parse().expect("a whole number"))
 }
 

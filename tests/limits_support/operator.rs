@@ -10,7 +10,7 @@
 //! (benches) or through `limits_support` (tests).
 #![allow(dead_code, unreachable_pub)]
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 #[cfg(feature = "binlog")]
 #[allow(unused_imports)] // a binary may use `generous_limits` alone
 pub use with_log::*;
@@ -35,10 +35,10 @@ mod with_log {
     use tonic_hotpath::binlog::proto::GrpcLogEntry;
     use tonic_hotpath::binlog::{BinaryLog, Filter, Framing, Sink};
     use tonic_hotpath::channelz::ServerEntry;
+    use tonic_hotpath::limits::TenantLimitLayer;
     use tonic_hotpath::otel::OtelMetrics;
     use tonic_hotpath::stats::{Combined, CombinedLayer, ServerSide};
     use tonic_hotpath::tenant::RequireOrgIdLayer;
-    use tonic_hotpath::tenant::limits::TenantLimitLayer;
     use tower::ServiceBuilder;
     use tower::layer::util::{Identity, Stack};
 

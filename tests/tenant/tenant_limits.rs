@@ -8,7 +8,7 @@ use crate::support;
 
 use limits_support::{FAIL, HOLD, burst, call, client, count, outcomes, serve, wait_for};
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
 use tower::ServiceBuilder;
 

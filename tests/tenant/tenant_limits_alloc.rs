@@ -5,8 +5,8 @@
 use crate::tenant_support;
 
 use tenant_support::{NoOp, allocations, call, tonic_request};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::RequireOrgIdLayer;
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 use tower::{Layer, ServiceBuilder};
 
 /// Limits a call never reaches: every call admitted and counted.
@@ -91,7 +91,7 @@ fn a_new_tenant_allocates_its_state_once() {
 
 #[test]
 fn a_work_rate_adds_one_allocation_the_budget_and_a_charge_none() {
-    use tonic_hotpath::tenant::limits::TenantBudgetExt;
+    use tonic_hotpath::limits::TenantBudgetExt;
 
     let no_op = NoOp::new();
     let bare = steady_allocations(&mut no_op.clone(), &no_op, "team-a");

@@ -10,11 +10,11 @@ use std::time::Duration;
 use http::{Request, Response};
 use tenant_support::{NoOp, call, tonic_request};
 use tonic::body::Body;
+use tonic_hotpath::limits::{Limits, Rate, ResponseBody, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{Limits, Rate, ResponseBody, TenantLimitLayer};
 use tower::Layer;
 
-type Limited = tonic_hotpath::tenant::limits::TenantLimit<NoOp>;
+type Limited = tonic_hotpath::limits::TenantLimit<NoOp>;
 
 fn id(text: &str) -> OrgId {
     OrgId::new(text).expect("valid org id")

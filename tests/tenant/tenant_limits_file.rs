@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use limits_support::{call, client, serve, wait_for};
 use tonic::Code;
-use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, TenantLimitLayer};
 
 /// A fresh file path in the system's temporary directory.
 pub(crate) fn temp_file(name: &str) -> PathBuf {

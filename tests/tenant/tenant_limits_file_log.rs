@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{FileWatch, Limits, TenantLimitLayer};
+use tonic_hotpath::limits::{FileWatch, Limits, TenantLimitLayer};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};

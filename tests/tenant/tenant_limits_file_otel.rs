@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use otel_support::{Point, Sdk};
-use tonic_hotpath::tenant::limits::{FileWatch, Limits, TenantLimitLayer};
+use tonic_hotpath::limits::{FileWatch, Limits, TenantLimitLayer};
 
 /// The four instruments' values for one file (`None`: no data point).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,7 +11,7 @@
 use crate::go_interop;
 use crate::limits_support::grpc_go::{self, go_client};
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 
 /// One call as the Go client saw it: (code, message).
 fn calls(stdout: &str) -> Vec<(String, String)> {

@@ -7,8 +7,8 @@ use crate::otel_support;
 use limits_support::{call, client, serve};
 use otel_support::Sdk;
 use tonic::Code;
+use tonic_hotpath::limits::{LimitMetrics, Limits, Rate, TenantLabels, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{LimitMetrics, Limits, Rate, TenantLabels, TenantLimitLayer};
 
 #[tokio::test]
 async fn refusals_are_counted_by_tenant_and_reason_with_the_first_tenants_named() {

@@ -21,8 +21,8 @@ use limits_support::{
 use support::EchoClient;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
+use tonic_hotpath::limits::{LimitError, Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{LimitError, Limits, Rate, TenantLimitLayer};
 
 /// An admitted call's span; panics if it was refused.
 async fn admitted(client: &EchoClient<Channel>, org_id: &str) -> Span {

@@ -16,7 +16,7 @@ use crate::limits_support::grpc_go::{Attempts, calls, go_client, serve_health};
 
 use std::time::Duration;
 
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 
 #[tokio::test]
 async fn grpc_go_retries_after_the_pushback_and_is_admitted() {

@@ -12,7 +12,7 @@ use limits_support::{
 };
 use tonic::Code;
 use tonic::transport::Channel;
-use tonic_hotpath::tenant::limits::{Limits, LimitsHandle, TenantLimitLayer};
+use tonic_hotpath::limits::{Limits, LimitsHandle, TenantLimitLayer};
 
 use support::EchoClient;
 

@@ -16,8 +16,8 @@ use limits_support::{Span, assert_pushback, client, pushback, timed};
 use support::{EchoClient, EchoRequest, EchoResponse, UnaryHandler, UnaryOnly};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
+use tonic_hotpath::limits::{Limits, Rate, TenantBudgetExt, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;
-use tonic_hotpath::tenant::limits::{Limits, Rate, TenantBudgetExt, TenantLimitLayer};
 
 /// One charge as the service made it: the limiter read its clock between
 /// `before` and `after`.

@@ -28,9 +28,9 @@ pin_project! {
     /// ends (its last frame or an error was read) or is dropped, whichever
     /// comes first; `G::default()` holds nothing. `RequireOrgId` carries
     /// nothing (`()`, the default, which costs nothing). The per-tenant
-    /// limits layer's body (`tenant::limits::ResponseBody<B>`, feature
+    /// limits layer's body (`limits::ResponseBody<B>`, feature
     /// `limits`) is this type carrying the call's in-flight slot
-    /// (`tenant::limits::InFlightSlot`), so that the slot is given back
+    /// (`limits::InFlightSlot`), so that the slot is given back
     /// when the call ends however it ends.
     ///
     /// ```

@@ -8,9 +8,9 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::ResponseBody;
+use crate::tenant::OrgIdError;
 use crate::tenant::inner_or_rejected::InnerOrRejected;
 use crate::tenant::refusal::Refusal;
-use crate::tenant::OrgIdError;
 
 pin_project! {
     /// The response future of [`RequireOrgId`](super::RequireOrgId): the

@@ -9,19 +9,17 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::budget::{Account, TenantBudget};
-#[cfg(feature = "limits-redis")]
+use super::config::Rate;
 use super::gcra::Gcra;
+use super::keeper::{AnswerDue, Dry, Keeper, SharedRates, SharedUnit};
 use super::map::TenantMap;
 use super::refusal::{LimitError, LimitKind};
-#[cfg(feature = "limits-redis")]
-use super::shared::{AnswerWait, Bucket, SharedLimits};
 use super::snapshot::{Effective, Snapshot};
-#[cfg(feature = "limits-redis")]
-use super::state::FleetCheck;
-use super::state::{Hashed, NotAdmitted, Slot, TenantState, Token};
+use super::state::{Bucket, Hashed, NotAdmitted, Slot, TenantState};
 use crate::tenant::extract::single_value;
+use crate::tenant::tenant_ids::Parsed;
 use crate::tenant::{OrgId, TenantIds};
-use crate::wire::org_id::{self, classify};
+use crate::wire::org_id;
 
 /// What a layer, its services and its handle share.
 #[derive(Debug)]
@@ -44,11 +42,30 @@ struct Charged<'c> {
     now: u64,
 }
 
+/// The rate token an admitted call took, to give back if the call is
+/// refused after all (a federated call refused for another tenant).
+#[derive(Debug, Clone, Copy)]
+enum Token {
+    /// None: the tenant has no rate.
+    None,
+    /// From the local bucket.
+    Local(Gcra),
+    /// From the shared keeper.
+    Shared(SharedUnit),
+}
+
 impl Charged<'_> {
     /// Gives back the token taken (a federated call refused for another
     /// tenant).
-    fn refund(&self) {
-        self.state.refund_token(self.token, self.now);
+    fn refund(&self, keeper: &Keeper) {
+        match (self.token, keeper) {
+            (Token::None, _) => {}
+            (Token::Local(gcra), _) => self.state.give_back(Bucket::Calls, gcra, 1),
+            (Token::Shared(unit), Keeper::Shared(shared)) => {
+                shared.give_back(&self.state, Bucket::Calls, unit, 1, self.now);
+            }
+            (Token::Shared(_), Keeper::Local) => {}
+        }
     }
 }
 
@@ -57,11 +74,9 @@ impl Charged<'_> {
 struct Refused<'c> {
     limits: &'c Effective,
     why: NotAdmitted,
-    /// With a shared backend, when the tenant's lease has an answer due
-    /// that may change the verdict: the tenant's state, to wait on, and
-    /// the backend.
-    #[cfg(feature = "limits-redis")]
-    answer_due: Option<(Arc<TenantState>, Arc<SharedLimits>)>,
+    /// With a shared keeper, when the tenant's answer due may change the
+    /// verdict: the tenant's state, to wait on.
+    answer_due: Option<Arc<TenantState>>,
 }
 
 impl<'c> Refused<'c> {
@@ -69,7 +84,6 @@ impl<'c> Refused<'c> {
         Self {
             limits,
             why,
-            #[cfg(feature = "limits-redis")]
             answer_due: None,
         }
     }
@@ -80,13 +94,12 @@ impl<'c> Refused<'c> {
 pub(crate) enum NotYet {
     /// Refused.
     Refused(LimitError),
-    /// Its tenant's fleet-wide bucket was nearly empty at the lease's last
+    /// Its tenant's shared bucket was nearly empty at the keeper's last
     /// answer, which is too old to judge the call by: the answer in flight
     /// decides it. Wait on this (it wakes on that answer, or a request
-    /// that ended without one, or after the policy's `answer_wait`), then
-    /// [`admit`](Limiter::admit) the call.
-    #[cfg(feature = "limits-redis")]
-    AnswerDue(AnswerWait),
+    /// that ended without one, or after the keeper's longest wait), then
+    /// [`admit_again`](Limiter::admit_again) the call.
+    AnswerDue(AnswerDue),
 }
 
 impl Limiter {
@@ -102,6 +115,18 @@ impl Limiter {
     /// other changes: retried if one raced it).
     pub(crate) fn update(&self, change: impl Fn(&Snapshot) -> Snapshot) {
         self.config.rcu(|current| Arc::new(change(current)));
+    }
+
+    /// Divides the rates among `replicas` replicas, unless they already
+    /// are (a shared keeper reports the count on every change).
+    #[allow(
+        dead_code,
+        reason = "the shared half of the seam: used once a shared keeper is built in"
+    )]
+    pub(crate) fn set_replicas(&self, replicas: u32) {
+        if self.config.load().replicas() != replicas {
+            self.update(|config| config.with_replicas(replicas));
+        }
     }
 
     /// Admits or refuses a call: `Ok(None)` when it is not limited (out of
@@ -120,7 +145,6 @@ impl Limiter {
         self.admit_with::<B, false>(request, budget, None)
             .map_err(|not_yet| match not_yet {
                 NotYet::Refused(refused) => refused,
-                #[cfg(feature = "limits-redis")]
                 NotYet::AnswerDue(_) => unreachable!("admit_with::<_, false> does not wait"),
             })
     }
@@ -141,7 +165,6 @@ impl Limiter {
     /// after waiting for an answer: it may wait for another (a federated
     /// call's next tenant), but not past `until`, the end of its first
     /// wait; from then on it is judged at once.
-    #[cfg(feature = "limits-redis")]
     #[cold]
     pub(crate) fn admit_again<B>(
         &self,
@@ -207,13 +230,13 @@ impl Limiter {
         config: &Snapshot,
         id: &str,
         refused: Refused<'_>,
-        #[allow(unused)] request: &http::Request<B>,
-        #[allow(unused)] budget: &mut Option<TenantBudget>,
-        #[allow(unused)] until: Option<std::time::Instant>,
+        request: &http::Request<B>,
+        budget: &mut Option<TenantBudget>,
+        until: Option<std::time::Instant>,
     ) -> Result<Option<Slot>, NotYet> {
-        #[cfg(feature = "limits-redis")]
-        if WAIT && let Some((state, shared)) = &refused.answer_due {
-            return match AnswerWait::new(state, shared, until) {
+        if WAIT && let (Some(state), Keeper::Shared(shared)) = (&refused.answer_due, &config.keeper)
+        {
+            return match shared.wait_for_answer(state, until) {
                 Some(wait) => Err(NotYet::AnswerDue(wait)),
                 // It landed already: judge the call again now.
                 None => self.admit_with::<B, false>(request, budget, None),
@@ -250,14 +273,10 @@ impl Limiter {
             .work
             .unwrap_or_else(|| unreachable!("a work rate"));
         let account = Account::new(tenant, Arc::clone(&charged.state), work);
-        #[cfg(feature = "limits-redis")]
-        let account = match (&config.shared, charged.limits.configured.work_rate) {
-            (Some(shared), Some(fleet)) => account.shared(Arc::clone(shared), fleet),
+        match (&config.keeper, charged.limits.configured.work_rate) {
+            (Keeper::Shared(shared), Some(fleet)) => account.shared(Arc::clone(shared), fleet),
             _ => account,
-        };
-        #[cfg(not(feature = "limits-redis"))]
-        let _ = config;
-        account
+        }
     }
 
     /// Charges one call to tenant `id`: `Ok(None)` if the tenant has no
@@ -274,20 +293,17 @@ impl Limiter {
             return Ok(None);
         }
         let now = self.tenants.now();
-        let rate = limits.rate.map(|(_, gcra)| (gcra, now));
-        #[cfg(feature = "limits-redis")]
-        if let (Some(shared), Some((_, local))) = (&config.shared, limits.rate)
-            && shared.is_up()
+        if let (Keeper::Shared(shared), Some((_, local)), Some(fleet)) =
+            (&config.keeper, limits.rate, limits.configured.rate)
         {
-            return self.charge_fleet(config, shared, key, limits, local, now);
+            return self.charge_shared(config, &**shared, key, limits, (fleet, local), now);
         }
+        let rate = limits.rate.map(|(_, gcra)| (gcra, now));
         let guard = self.tenants.guard();
         loop {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            #[cfg(feature = "limits-redis")]
-            let rate = fallback_by_share(config, limits, state, rate);
             return match state.admit(limits.max_in_flight, rate, || self.tenants.now()) {
                 Ok(()) => Ok(Some(Charged {
                     state: Arc::clone(state),
@@ -304,37 +320,58 @@ impl Limiter {
         }
     }
 
-    /// [`charge`](Self::charge) against the tenant's fleet-wide rate (a
-    /// shared backend, up).
-    #[cfg(feature = "limits-redis")]
-    fn charge_fleet<'c>(
+    /// [`charge`](Self::charge) of a tenant with a rate, kept by a shared
+    /// keeper: a unit of the fleet-wide rate `fleet` from it while it is
+    /// up, then an in-flight place; while it is down, the local bucket at
+    /// the keeper's fallback rate (`local`, the rate ÷ replicas, unless
+    /// it knows better).
+    #[inline(never)]
+    fn charge_shared<'c>(
         &self,
         config: &'c Snapshot,
-        shared: &Arc<SharedLimits>,
+        shared: &dyn SharedRates,
         key: Hashed<'_>,
         limits: &'c Effective,
-        local: Gcra,
+        (fleet, local): (Rate, Gcra),
         now: u64,
     ) -> Result<Option<Charged<'c>>, Refused<'c>> {
-        let fleet = limits
-            .configured
-            .rate
-            .unwrap_or_else(|| unreachable!("a rate"));
-        let check = FleetCheck {
-            now,
-            local,
-            credit: shared.credit_limits(fleet.burst),
-        };
+        let clock = || self.tenants.now();
         let guard = self.tenants.guard();
         loop {
             let state = self
                 .tenants
                 .get_or_insert(key, limits.overridden, config, &guard);
-            let (admitted, request) =
-                state.admit_fleet(limits.max_in_flight, check, || self.tenants.now());
-            if request {
-                shared.request(state, key.id, Bucket::Calls, fleet);
-            }
+            let admitted = if shared.is_up() {
+                match shared.take(state, key.id, Bucket::Calls, fleet, local, 1, now, &clock) {
+                    Ok(unit) => {
+                        let occupied = state.occupy(limits.max_in_flight);
+                        if occupied == Err(NotAdmitted::InFlight) {
+                            shared.give_back(state, Bucket::Calls, unit, 1, now);
+                        }
+                        occupied.map(|()| Token::Shared(unit))
+                    }
+                    Err(Dry { wait, answer_due }) => {
+                        let why =
+                            state.unless_evicted(NotAdmitted::SharedRate { wait, answer_due });
+                        if let NotAdmitted::SharedRate {
+                            answer_due: true, ..
+                        } = why
+                        {
+                            let mut refused = Refused::new(limits, why);
+                            refused.answer_due = Some(Arc::clone(state));
+                            return Err(refused);
+                        }
+                        Err(why)
+                    }
+                }
+            } else {
+                let gcra = shared
+                    .fallback(state, Bucket::Calls, fleet, now)
+                    .map_or(local, |(_, gcra)| gcra);
+                state
+                    .admit(limits.max_in_flight, Some((gcra, now)), clock)
+                    .map(|()| Token::Local(gcra))
+            };
             return match admitted {
                 Ok(token) => Ok(Some(Charged {
                     state: Arc::clone(state),
@@ -346,16 +383,7 @@ impl Limiter {
                     self.tenants.remove_dead(key, state, &guard);
                     continue;
                 }
-                Err(why) => {
-                    let mut refused = Refused::new(limits, why);
-                    if let NotAdmitted::FleetRate {
-                        answer_due: true, ..
-                    } = why
-                    {
-                        refused.answer_due = Some((Arc::clone(state), Arc::clone(shared)));
-                    }
-                    Err(refused)
-                }
+                Err(why) => Err(Refused::new(limits, why)),
             };
         }
     }
@@ -384,7 +412,7 @@ impl Limiter {
                 }
                 Ok(None) => {}
                 Err(refused) => {
-                    charged.iter().for_each(Charged::refund);
+                    charged.iter().for_each(|one| one.refund(&config.keeper));
                     // Dropping the slot gives the in-flight places back.
                     drop(Slot::many(
                         charged.into_iter().map(|one| one.state).collect(),
@@ -401,29 +429,6 @@ impl Limiter {
     }
 }
 
-/// With a shared backend that is down, the tenant's fallback bucket:
-/// its recent share of the fleet's traffic on this replica, if known
-/// (`rate` otherwise: the rate ÷ replicas).
-#[cfg(feature = "limits-redis")]
-#[inline]
-fn fallback_by_share(
-    config: &Snapshot,
-    limits: &Effective,
-    state: &TenantState,
-    rate: Option<(Gcra, u64)>,
-) -> Option<(Gcra, u64)> {
-    match (&config.shared, limits.configured.rate, rate) {
-        (Some(_), Some(fleet), Some((local, now))) => Some((
-            state
-                .call_lease
-                .fallback(fleet, crate::tenant::limits::shared::ticks(now))
-                .map_or(local, |(_, gcra)| gcra),
-            now,
-        )),
-        _ => rate,
-    }
-}
-
 /// The refusal of a call of tenant `id`, with its pushback: for the rate,
 /// the time until the tenant's bucket admits the call; for calls in
 /// flight, the configured one, if any.
@@ -436,8 +441,7 @@ fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitError {
             (LimitKind::Rate(rate), Some(Duration::from_nanos(wait)))
         }
         // The fleet-wide rate, as configured (not divided).
-        #[cfg(feature = "limits-redis")]
-        (NotAdmitted::FleetRate { wait, .. }, Some((rate, _))) => (
+        (NotAdmitted::SharedRate { wait, .. }, Some((rate, _))) => (
             LimitKind::Rate(limits.configured.rate.unwrap_or(rate)),
             Some(Duration::from_nanos(wait)),
         ),
@@ -478,8 +482,9 @@ fn tenants_of<B>(request: &http::Request<B>) -> Option<Tenants<'_>> {
         });
     }
     let value = single_value(request.headers()).ok()?.as_bytes();
-    match classify(value).ok()? {
-        org_id::Tenants::One(id) => org_id::ascii_str(id, 0).ok().map(Tenants::One),
-        org_id::Tenants::Several { .. } => TenantIds::parse_bytes(value).ok().map(Tenants::Parsed),
+    // One walk: a single id is borrowed; a federated one is split once.
+    match TenantIds::parse_borrowed(value).ok()? {
+        Parsed::One(id) => org_id::ascii_str(id, 0).ok().map(Tenants::One),
+        Parsed::Several(ids) => Some(Tenants::Parsed(ids)),
     }
 }

@@ -109,7 +109,7 @@ impl RedisBackendBuilder {
     /// [`connect`](Self::connect).
     ///
     /// ```no_run
-    /// use tonic_hotpath::tenant::limits::RedisBackend;
+    /// use tonic_hotpath::limits::RedisBackend;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let backend = RedisBackend::builder("rediss://limiter:secret@redis.internal:6380/")
@@ -134,7 +134,7 @@ impl RedisBackendBuilder {
     /// in no error, log line or `Debug` output.
     ///
     /// ```no_run
-    /// use tonic_hotpath::tenant::limits::RedisBackend;
+    /// use tonic_hotpath::limits::RedisBackend;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let backend = RedisBackend::builder("rediss://redis.internal:6380/")

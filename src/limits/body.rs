@@ -24,7 +24,7 @@ use crate::tenant::require_org_id;
 ///
 /// ```
 /// use http_body::Body as _;
-/// use tonic_hotpath::tenant::limits::ResponseBody;
+/// use tonic_hotpath::limits::ResponseBody;
 ///
 /// let refused = ResponseBody::<String>::default();
 /// assert!(refused.is_end_stream());
@@ -39,7 +39,7 @@ pub type ResponseBody<B> = require_org_id::ResponseBody<B, InFlightSlot>;
 /// places; the default holds none (a call the layer did not count).
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::{InFlightSlot, ResponseBody};
+/// use tonic_hotpath::limits::{InFlightSlot, ResponseBody};
 /// use tonic_hotpath::tenant::require_org_id;
 ///
 /// // The limits layer's body is the tenant layers' one body, with a slot.

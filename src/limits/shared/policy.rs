@@ -43,7 +43,7 @@ use super::lease::MAX_LEASE;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tonic_hotpath::tenant::limits::LeasePolicy;
+/// use tonic_hotpath::limits::LeasePolicy;
 ///
 /// let policy = LeasePolicy::default()
 ///     .horizon(Duration::from_millis(250))

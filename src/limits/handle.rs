@@ -21,7 +21,7 @@ use crate::tenant::OrgId;
 ///
 /// ```
 /// use tonic_hotpath::tenant::OrgId;
-/// use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+/// use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 ///
 /// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(8));
 /// let handle = layer.handle();
@@ -110,17 +110,6 @@ impl LimitsHandle {
     /// strategy.
     pub fn set_replicas(&self, replicas: u32) {
         self.limiter.update(|config| config.with_replicas(replicas));
-    }
-
-    /// The shared backend's state (feature `limits-redis`): `None` without
-    /// one.
-    #[cfg(feature = "limits-redis")]
-    pub fn shared_status(&self) -> Option<super::RedisBackendStatus> {
-        let config = self.limiter.config.load();
-        config
-            .shared
-            .as_ref()
-            .map(|shared| shared.backend().status())
     }
 
     /// The replicas sharing each rate (1 unless [set](Self::set_replicas)).

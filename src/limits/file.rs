@@ -129,7 +129,7 @@ impl std::error::Error for OverridesError {}
 /// has no overrides.
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::{Limits, parse_overrides};
+/// use tonic_hotpath::limits::{Limits, parse_overrides};
 ///
 /// let defaults = Limits::unlimited().with_max_in_flight(4);
 /// let overrides = parse_overrides("overrides:\n  team-a:\n    rate: 10\n", defaults)?;
@@ -140,7 +140,7 @@ impl std::error::Error for OverridesError {}
 ///
 /// let error = parse_overrides("overrides:\n  team-a:\n    burts: 3\n", defaults).unwrap_err();
 /// assert_eq!(error.line(), 3);
-/// # Ok::<(), tonic_hotpath::tenant::limits::OverridesError>(())
+/// # Ok::<(), tonic_hotpath::limits::OverridesError>(())
 /// ```
 ///
 /// # Errors

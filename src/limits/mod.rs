@@ -54,7 +54,7 @@
 //!
 //! # Where it goes
 //!
-//! Inside [`RequireOrgIdLayer`](super::RequireOrgIdLayer) (the order the
+//! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order the
 //! README's "Layer order" shows) it reads the tenants that layer validated
 //! from the request's extensions; outside it, or without it, it reads
 //! `x-scope-orgid` itself, borrowed, by the same rules. Either order
@@ -233,16 +233,52 @@
 //! within the last idle timeout, one with a call in flight or one whose
 //! bucket is not full, and beyond the cap they throttle only each other
 //! (and a genuinely new tenant arriving during the flood, until the
-//! flood's states age out).
+//! flood's states age out). With a shared backend, a tenant's two leases
+//! are one allocation more, made on its first call, that its state points
+//! to.
+//!
+//! # Inside: floors
+//!
+//! Each file imports only from the floors below its own (or its own
+//! floor, without a cycle); nothing imports back up.
+//!
+//! 1. **Vocabulary**: `config` (limits, rates), `gcra` (the bucket
+//!    arithmetic), `refusal` (the errors), `observer`, `otel`, `file`.
+//! 2. **One tenant**: `state` (its atomics: in flight, the local call and
+//!    work buckets, the slot a shared keeper fills, the call's `Slot`).
+//! 3. **The seam**: `keeper`: where a tenant's rates are kept, chosen
+//!    once when the layer is built: `Keeper::Local` (the buckets in the
+//!    state, inline on the call's path, no dynamic call) or
+//!    `Keeper::Shared` (a `SharedRates` trait object).
+//! 4. **The configuration and the tenants**: `snapshot` (holds the
+//!    keeper), `map` (the states, the clock).
+//! 5. **Backends**: `shared/` (feature `limits-redis`), a leaf: it
+//!    implements `SharedRates` on floors 1–4 and nothing in the limiter
+//!    imports it.
+//! 6. **Admission**: `limiter` (one call: scope, tenants, then per tenant
+//!    the keeper's rate and an in-flight place), `budget` (work charges).
+//! 7. **The tower face**: `layer`, `future`, `body`, `handle`, `watch`,
+//!    `watch_otel`; and `fleet` (feature `limits-redis`), which plugs the
+//!    Redis backend into the layer (`TenantLimitLayer::shared`) and the
+//!    handle (`LimitsHandle::shared_status`).
+//!
+//! The next kind of admission (adaptive concurrency) is a part of its own
+//! on floor 5, beside the backends: the limiter asks it after the rate,
+//! it reads the tenants' in-flight counts (floor 2) and learns latency
+//! from the call's `Slot` ending; it touches neither the seam nor the
+//! rate backends.
 
 mod body;
 mod budget;
 mod config;
 #[cfg(feature = "limits-file")]
 mod file;
+#[cfg(feature = "limits-redis")]
+mod fleet;
 mod future;
 mod gcra;
 mod handle;
+mod keeper;
 mod layer;
 mod limiter;
 mod map;

@@ -9,7 +9,8 @@ use event_listener::EventListener;
 use tokio::time::Sleep;
 
 use super::requests::SharedLimits;
-use crate::tenant::limits::state::TenantState;
+use super::tenant::FleetTenant;
+use crate::limits::state::Bucket;
 
 /// Ready when the answer to the request in flight for a tenant's call
 /// lease lands (or the request ends without one), or when the policy's
@@ -21,20 +22,20 @@ pub(crate) struct AnswerWait {
 }
 
 impl AnswerWait {
-    /// Waits for the answer due on `state`'s call lease, if it is still in
+    /// Waits for the answer due on the tenant's call lease, if it is still in
     /// flight (`None` if it landed already: judge the call again now), at
     /// most until `until`, or the policy's `answer_wait` from now.
     #[cold]
     #[inline(never)]
     pub(crate) fn new(
-        state: &TenantState,
+        tenant: &FleetTenant,
         shared: &SharedLimits,
         until: Option<std::time::Instant>,
     ) -> Option<Self> {
         // Listen first, then look: an answer that lands in between wakes
         // the listener; one that landed before cleared the mark.
-        let answered = state.answered.listen();
-        if !state.call_lease.requesting() {
+        let answered = tenant.answered.listen();
+        if !tenant.lease(Bucket::Calls).requesting() {
             return None;
         }
         // The backend's runtime has a timer (its operations time out); the

@@ -44,7 +44,7 @@ impl LimitError {
 /// ```
 /// use std::time::Duration;
 /// use tonic_hotpath::tenant::OrgId;
-/// use tonic_hotpath::tenant::limits::{LimitKind, LimitError};
+/// use tonic_hotpath::limits::{LimitKind, LimitError};
 ///
 /// let refused = LimitError::new(OrgId::new("team-a")?, LimitKind::InFlight { max: 4 });
 /// assert_eq!(

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::lease::{nanos, ticks};
 use super::script::TRAFFIC_TIME;
-use crate::tenant::limits::config::Rate;
-use crate::tenant::limits::gcra::Gcra;
+use super::tick::{nanos, ticks};
+use crate::limits::config::Rate;
+use crate::limits::gcra::Gcra;
 
 /// The part of its share of the fleet's traffic a replica admits while
 /// Redis is down. Shares are read at each replica's last answer, not at

@@ -9,7 +9,7 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry::{KeyValue, StringValue};
 
 use super::backend::RedisBackend;
-use crate::tenant::limits::otel::{crate_meter, observe};
+use crate::limits::otel::{crate_meter, observe};
 
 impl RedisBackend {
     /// Whether the fleet's buckets are in use (1) or the replica is in the
@@ -56,7 +56,7 @@ impl RedisBackend {
     ///
     /// ```no_run
     /// use opentelemetry_sdk::metrics::SdkMeterProvider;
-    /// use tonic_hotpath::tenant::limits::RedisBackend;
+    /// use tonic_hotpath::limits::RedisBackend;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let provider = SdkMeterProvider::default(); // the application's, with its exporter

@@ -10,7 +10,9 @@ use tower::{Layer, Service};
 use super::config::Limits;
 use super::future::{ResponseFuture, call_admitted};
 use super::handle::LimitsHandle;
+use super::keeper::{AnswerDue, Keeper};
 use super::limiter::{Limiter, NotYet};
+use super::map::Clock;
 use super::observer::LimitObserver;
 use super::refusal::Refusal;
 use super::snapshot::Snapshot;
@@ -45,7 +47,7 @@ use crate::tenant::paths::{PathSet, names};
 /// shared configuration.
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
+/// use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 /// use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
 ///
 /// let limits = TenantLimitLayer::new(
@@ -168,7 +170,7 @@ impl TenantLimitLayer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+    /// use tonic_hotpath::limits::{Limits, TenantLimitLayer};
     ///
     /// let layer = TenantLimitLayer::new(Limits::unlimited().with_max_in_flight(16))
     ///     .in_flight_pushback(Duration::from_millis(250));
@@ -189,34 +191,35 @@ impl TenantLimitLayer {
         self
     }
 
-    /// Keeps the tenants' rates (calls and work units) in `backend`, one
-    /// fleet-wide bucket per tenant shared by every replica that uses the
-    /// same Redis and key prefix (feature `limits-redis`; see the
-    /// [module docs](super), "Across a fleet"). Limits still come from the
-    /// defaults, the overrides and the overrides file, as configured on
-    /// each replica; in-flight limits stay per replica. The replica count
-    /// (for the fallback while Redis is unavailable) comes from the
-    /// backend's heartbeat, replacing [`replicas`](Self::replicas).
-    ///
-    /// ```no_run
-    /// use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
-    /// let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(Rate::new(1000.0, 2000)?))
-    ///     .shared(backend);
-    /// # drop(layer);
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "limits-redis")]
-    pub fn shared(self, backend: super::RedisBackend) -> Self {
-        let shared =
-            super::shared::SharedLimits::new(backend.clone(), self.limiter.tenants.clock().clone());
+    /// Keeps the tenants' rates in `keeper` from now on (chosen once,
+    /// as the layer is built: `shared`, feature `limits-redis`), and tells
+    /// a shared keeper where to report the fleet's replica count.
+    #[allow(
+        dead_code,
+        reason = "the shared half of the seam: used once a shared keeper is built in"
+    )]
+    pub(crate) fn keep_rates(self, keeper: Keeper) -> Self {
+        let limiter = Arc::downgrade(&self.limiter);
         self.limiter
-            .update(|config| config.with_shared(Arc::clone(&shared)));
-        backend.inner.attach(&self.limiter);
+            .update(|config| config.with_keeper(keeper.clone()));
+        if let Keeper::Shared(shared) = &keeper {
+            shared.report_replicas(Box::new(move |replicas| {
+                limiter
+                    .upgrade()
+                    .map(|limiter| limiter.set_replicas(replicas))
+                    .is_some()
+            }));
+        }
         self
+    }
+
+    /// The limiter's clock.
+    #[allow(
+        dead_code,
+        reason = "the shared half of the seam: used once a shared keeper is built in"
+    )]
+    pub(crate) fn clock(&self) -> &Clock {
+        self.limiter.tenants.clock()
     }
 
     /// The handle to read and change the limits at run time.
@@ -293,21 +296,20 @@ where
             Err(NotYet::Refused(refused)) => {
                 ResponseFuture::refused(Refusal::of(request.headers(), refused))
             }
-            #[cfg(feature = "limits-redis")]
             Err(NotYet::AnswerDue(answer)) => self.wait_for_answer(answer, request),
         }
     }
 }
 
 impl<S> TenantLimit<S> {
-    /// A call that waits for its tenant's lease answer, with the inner
-    /// service (ready) in its future and a clone left here.
-    #[cfg(feature = "limits-redis")]
+    /// A call that waits for its tenant's answer from a shared rate
+    /// keeper, with the inner service (ready) in its future and a clone
+    /// left here.
     #[cold]
     #[inline(never)]
     fn wait_for_answer<ReqBody>(
         &mut self,
-        answer: super::shared::AnswerWait,
+        answer: AnswerDue,
         request: http::Request<ReqBody>,
     ) -> ResponseFuture<S, ReqBody>
     where

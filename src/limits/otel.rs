@@ -45,7 +45,7 @@ impl LimitMetrics {
 /// ```
 /// use opentelemetry::metrics::MeterProvider;
 /// use opentelemetry_sdk::metrics::SdkMeterProvider;
-/// use tonic_hotpath::tenant::limits::{LimitMetrics, Limits, TenantLabels, TenantLimitLayer};
+/// use tonic_hotpath::limits::{LimitMetrics, Limits, TenantLabels, TenantLimitLayer};
 ///
 /// let provider = SdkMeterProvider::default();
 /// let metrics = LimitMetrics::new(&provider, TenantLabels::first_seen(100));
@@ -169,7 +169,7 @@ fn label_of(tenant: &OrgId) -> KeyValue {
 }
 
 /// `provider`'s meter named `tonic-hotpath`, with the crate's version: the
-/// one every `tenant::limits` instrument comes from.
+/// one every `limits` instrument comes from.
 pub(crate) fn crate_meter<P: MeterProvider + ?Sized>(provider: &P) -> Meter {
     let scope = InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
         .with_version(env!("CARGO_PKG_VERSION"))

@@ -142,7 +142,7 @@ impl LimitsHandle {
     ///
     /// Through [`tracing`](https://docs.rs/tracing) (nothing is written
     /// unless the application installs a subscriber), target
-    /// `tonic_hotpath::tenant::limits::watch`, with the field `path`:
+    /// `tonic_hotpath::limits::watch`, with the field `path`:
     ///
     /// - `WARN`, with the field `error`, for each failure
     ///   [`FileWatch::failures`] counts: once for a bad version of the
@@ -154,7 +154,7 @@ impl LimitsHandle {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+    /// use tonic_hotpath::limits::{Limits, TenantLimitLayer};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

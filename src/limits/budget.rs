@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use super::config::Rate;
 use super::gcra::Gcra;
+use super::keeper::{Dry, SharedRates, SharedUnit};
 use super::map::Clock;
 use super::refusal::{LimitError, LimitKind};
-#[cfg(feature = "limits-redis")]
-use super::shared::{Bucket, NoCredit, SharedLimits, Take, ticks};
-use super::state::TenantState;
+use super::state::{Bucket, TenantState};
 use crate::tenant::OrgId;
 
 /// The work-unit budget of an admitted call: charge it for the work the
@@ -50,7 +49,7 @@ use crate::tenant::OrgId;
 ///
 /// ```
 /// use tonic::{Request, Response, Status};
-/// use tonic_hotpath::tenant::limits::TenantBudgetExt;
+/// use tonic_hotpath::limits::TenantBudgetExt;
 ///
 /// /// A handler of a write whose request carries `samples`.
 /// async fn push(request: Request<Vec<f64>>) -> Result<Response<()>, Status> {
@@ -85,9 +84,8 @@ pub(crate) struct Account {
     state: Arc<TenantState>,
     rate: Rate,
     gcra: Gcra,
-    /// With a shared backend: it, and the fleet-wide work rate.
-    #[cfg(feature = "limits-redis")]
-    fleet: Option<(Arc<SharedLimits>, Rate)>,
+    /// With a shared keeper: it, and the fleet-wide work rate.
+    fleet: Option<(Arc<dyn SharedRates>, Rate)>,
 }
 
 /// Where a charge's units came from, to give them back.
@@ -95,10 +93,8 @@ pub(crate) struct Account {
 enum Charge {
     /// From the local bucket, with these parameters.
     Local(Gcra),
-    #[cfg(feature = "limits-redis")]
-    Leased,
-    #[cfg(feature = "limits-redis")]
-    Credit,
+    /// From the shared keeper.
+    Shared(SharedUnit),
 }
 
 impl Account {
@@ -108,15 +104,13 @@ impl Account {
             state,
             rate,
             gcra,
-            #[cfg(feature = "limits-redis")]
             fleet: None,
         }
     }
 
     /// This account charged against the fleet-wide work rate `fleet`
     /// (while `shared` is up).
-    #[cfg(feature = "limits-redis")]
-    pub(crate) fn shared(mut self, shared: Arc<SharedLimits>, fleet: Rate) -> Self {
+    pub(crate) fn shared(mut self, shared: Arc<dyn SharedRates>, fleet: Rate) -> Self {
         self.fleet = Some((shared, fleet));
         self
     }
@@ -125,17 +119,16 @@ impl Account {
     /// `clock`, which a refusal reads again), or refuses.
     #[inline]
     fn charge(&self, now: u64, units: u64, clock: impl Fn() -> u64) -> Result<Charge, LimitError> {
-        #[cfg(feature = "limits-redis")]
         if let Some((shared, fleet)) = &self.fleet
             && shared.is_up()
         {
-            return self.charge_fleet(shared, *fleet, now, units, clock);
+            return self.charge_shared(&**shared, *fleet, now, units, &clock);
         }
         let (rate, gcra) = self.local(now);
         if units > u64::from(rate.burst) {
             return Err(self.refusal(rate, units));
         }
-        match self.state.charge_work(gcra, now, units, clock) {
+        match self.state.take(Bucket::Work, gcra, now, units, clock) {
             Ok(()) => Ok(Charge::Local(gcra)),
             Err(wait) => Err(self
                 .refusal(rate, units)
@@ -143,71 +136,59 @@ impl Account {
         }
     }
 
-    /// The local work bucket at `now`: with a shared backend that is
-    /// down, the tenant's recent share of the fleet's work traffic on this
-    /// replica, if known; otherwise the work rate in force (÷ replicas).
+    /// The local work bucket at `now`: with a shared keeper that is
+    /// down, its fallback (the tenant's recent share of the fleet's work
+    /// traffic on this replica), if known; otherwise the work rate in
+    /// force (÷ replicas).
     #[inline]
-    fn local(&self, #[allow(unused)] now: u64) -> (Rate, Gcra) {
-        #[cfg(feature = "limits-redis")]
-        if let Some((_, fleet)) = &self.fleet
-            && let Some(share) = self.state.work_lease.fallback(*fleet, ticks(now))
+    fn local(&self, now: u64) -> (Rate, Gcra) {
+        if let Some((shared, fleet)) = &self.fleet
+            && let Some(share) = shared.fallback(&self.state, Bucket::Work, *fleet, now)
         {
             return share;
         }
         (self.rate, self.gcra)
     }
 
-    /// [`charge`](Self::charge) against the fleet-wide work rate: from the
-    /// lease, or on credit.
-    #[cfg(feature = "limits-redis")]
-    fn charge_fleet(
+    /// [`charge`](Self::charge) against the fleet-wide work rate, kept by
+    /// `shared`.
+    fn charge_shared(
         &self,
-        shared: &SharedLimits,
+        shared: &dyn SharedRates,
         fleet: Rate,
         now: u64,
         units: u64,
-        clock: impl Fn() -> u64,
+        clock: &dyn Fn() -> u64,
     ) -> Result<Charge, LimitError> {
         if units > u64::from(fleet.burst) {
             return Err(self.refusal(fleet, units));
         }
-        let lease = &self.state.work_lease;
-        let tick = ticks(now);
-        let (charged, request) = match lease.take(units, tick) {
-            Take::Taken { request } => (Ok(Charge::Leased), request),
-            Take::Dry => match lease.credit(
-                units,
-                tick,
-                || ticks(clock()),
-                shared.credit_limits(fleet.burst),
-                || self.state.charge_work(self.gcra, now, units, &clock),
-            ) {
-                Ok(request) => (Ok(Charge::Credit), request),
-                Err(NoCredit { wait, request, .. }) => (
-                    Err(self
-                        .refusal(fleet, units)
-                        .with_retry_after(Duration::from_nanos(wait))),
-                    request,
-                ),
-            },
-        };
-        if request {
-            shared.request(&self.state, self.tenant.as_str(), Bucket::Work, fleet);
+        let tenant = self.tenant.as_str();
+        match shared.take(
+            &self.state,
+            tenant,
+            Bucket::Work,
+            fleet,
+            self.gcra,
+            units,
+            now,
+            clock,
+        ) {
+            Ok(unit) => Ok(Charge::Shared(unit)),
+            Err(Dry { wait, .. }) => Err(self
+                .refusal(fleet, units)
+                .with_retry_after(Duration::from_nanos(wait))),
         }
-        charged
     }
 
     /// Gives back `units` charged at `now` as `charge`.
-    fn refund(&self, charge: Charge, #[allow(unused)] now: u64, units: u64) {
-        match charge {
-            Charge::Local(gcra) => self.state.refund_work(gcra, units),
-            #[cfg(feature = "limits-redis")]
-            Charge::Leased => self.state.work_lease.give_back(units, ticks(now)),
-            #[cfg(feature = "limits-redis")]
-            Charge::Credit => {
-                self.state.work_lease.forgive(units);
-                self.state.refund_work(self.gcra, units);
+    fn refund(&self, charge: Charge, now: u64, units: u64) {
+        match (charge, &self.fleet) {
+            (Charge::Local(gcra), _) => self.state.give_back(Bucket::Work, gcra, units),
+            (Charge::Shared(unit), Some((shared, _))) => {
+                shared.give_back(&self.state, Bucket::Work, unit, units, now);
             }
+            (Charge::Shared(_), None) => {}
         }
     }
 
@@ -320,7 +301,7 @@ impl fmt::Debug for TenantBudget {
 ///
 /// ```
 /// use tonic::Request;
-/// use tonic_hotpath::tenant::limits::TenantBudgetExt;
+/// use tonic_hotpath::limits::TenantBudgetExt;
 ///
 /// // Without a budget (no layer, or no work rate for the tenant), charges
 /// // succeed and cost nothing.
@@ -360,7 +341,7 @@ impl<B> TenantBudgetExt for http::Request<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant::limits::map::TenantMap;
+    use crate::limits::map::TenantMap;
 
     const SECOND: u64 = 1_000_000_000;
 

@@ -62,7 +62,7 @@ impl FileWatch {
     /// ```
     /// use std::time::Duration;
     /// use opentelemetry_sdk::metrics::SdkMeterProvider;
-    /// use tonic_hotpath::tenant::limits::{Limits, TenantLimitLayer};
+    /// use tonic_hotpath::limits::{Limits, TenantLimitLayer};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

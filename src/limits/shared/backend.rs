@@ -14,10 +14,10 @@ use super::connection::{Link, timed_out};
 use super::error::{RedisBackendError, describe};
 use super::policy::LeasePolicy;
 use super::script::{LeaseAnswer, LeaseAsk, Scripts};
-use crate::tenant::limits::limiter::Limiter;
+use crate::limits::keeper::ReplicaCount;
 
 /// The Redis (or Valkey) that holds a fleet's rate buckets, one per tenant
-/// and limit, for [`TenantLimitLayer::shared`](crate::tenant::limits::TenantLimitLayer::shared).
+/// and limit, for [`TenantLimitLayer::shared`](crate::limits::TenantLimitLayer::shared).
 ///
 /// Made by [`connect`](Self::connect) (a URL) or [`builder`](Self::builder)
 /// (a cluster, credentials, a key prefix, timeouts, the lease policy);
@@ -61,7 +61,7 @@ use crate::tenant::limits::limiter::Limiter;
 /// or a client key appears in no error, log line or `Debug` output.
 ///
 /// ```no_run
-/// use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
+/// use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let backend = RedisBackend::builder("redis://limiter:secret@redis.internal:6379/")
@@ -95,7 +95,7 @@ pub(crate) struct Backend {
     /// The replicas alive at the last heartbeat (at least 1).
     replicas: AtomicU32,
     /// The limiters to tell the replica count.
-    limiters: Mutex<Vec<Weak<Limiter>>>,
+    limiters: Mutex<Vec<ReplicaCount>>,
     pub(crate) counts: Counts,
     /// The runtime the background work runs on (the one `connect` ran on).
     pub(crate) runtime: tokio::runtime::Handle,
@@ -278,36 +278,26 @@ impl Backend {
     }
 
     /// Adds a limiter to tell the replica count, and tells it now.
-    pub(crate) fn attach(&self, limiter: &Arc<Limiter>) {
+    pub(crate) fn attach(&self, limiter: ReplicaCount) {
+        limiter(self.replicas());
         let mut limiters = self
             .limiters
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        limiters.retain(|weak| weak.strong_count() > 0);
-        limiters.push(Arc::downgrade(limiter));
-        drop(limiters);
-        set_replicas(limiter, self.replicas());
+        limiters.push(limiter);
     }
 
-    /// Tells every attached limiter the replica count.
+    /// Tells every attached limiter the replica count (forgetting those
+    /// gone).
     fn tell_replicas(&self, replicas: u32) {
         let previous = self.replicas.swap(replicas, Ordering::Relaxed);
         if previous == replicas {
             return;
         }
-        let limiters = self
-            .limiters
+        self.limiters
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        for limiter in limiters.iter().filter_map(Weak::upgrade) {
-            set_replicas(&limiter, replicas);
-        }
-    }
-}
-
-fn set_replicas(limiter: &Limiter, replicas: u32) {
-    if limiter.config.load().replicas() != replicas {
-        limiter.update(|config| config.with_replicas(replicas));
+            .unwrap_or_else(|poison| poison.into_inner())
+            .retain(|limiter| limiter(replicas));
     }
 }
 

@@ -9,7 +9,7 @@ use redis::RedisError;
 /// text names the address and the cause, never a password.
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::{RedisBackend, RedisBackendErrorKind};
+/// use tonic_hotpath::limits::{RedisBackend, RedisBackendErrorKind};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

@@ -1,28 +1,17 @@
 //! One tenant's lease on one fleet-wide bucket (its calls or its work
 //! units): the units this replica may spend without asking Redis, the
 //! units it admitted on credit, the state of its next request, and this
-//! replica's share of the fleet's traffic. Five words that sit in the
-//! padding of the tenant's state (no extra memory, and the per-call path
-//! touches no line but the tenant's own).
+//! replica's share of the fleet's traffic: five words, two leases a
+//! tenant ([`FleetTenant`](super::tenant::FleetTenant)).
 //!
-//! Time here is in *ticks* of 2^20 ns (about 1.05 ms), read off the
-//! limiter's clock with a shift.
+//! Time here is in ticks ([`tick`](super::tick)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::share::TrafficShare;
-use crate::tenant::limits::config::Rate;
-use crate::tenant::limits::gcra::Gcra;
-
-/// Nanoseconds to ticks.
-pub(crate) const fn ticks(nanos: u64) -> u64 {
-    nanos >> 20
-}
-
-/// Ticks to nanoseconds (saturating).
-pub(crate) const fn nanos(ticks: u64) -> u64 {
-    ticks.saturating_mul(1 << 20)
-}
+use super::tick::nanos;
+use crate::limits::config::Rate;
+use crate::limits::gcra::Gcra;
 
 /// Units in a lease: the low 24 bits of [`Lease::stock`].
 const UNITS: u64 = (1 << 24) - 1;

@@ -12,13 +12,13 @@ use std::fmt;
 /// timestamp per tenant).
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::Rate;
+/// use tonic_hotpath::limits::Rate;
 ///
 /// let rate = Rate::new(100.0, 200)?;
 /// assert_eq!((rate.per_second, rate.burst), (100.0, 200));
 /// assert!(Rate::new(0.0, 10).is_err());
 /// assert!(Rate::new(1.0, 0).is_err());
-/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRateError>(())
+/// # Ok::<(), tonic_hotpath::limits::InvalidRateError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -104,7 +104,7 @@ impl std::error::Error for InvalidRateError {}
 /// [`TenantBudget::charge`](super::TenantBudget::charge).
 ///
 /// ```
-/// use tonic_hotpath::tenant::limits::{Limits, Rate};
+/// use tonic_hotpath::limits::{Limits, Rate};
 ///
 /// let limits = Limits::unlimited()
 ///     .with_max_in_flight(8)
@@ -114,7 +114,7 @@ impl std::error::Error for InvalidRateError {}
 /// assert_eq!(limits.rate.map(|rate| rate.burst), Some(200));
 /// assert_eq!(limits.work_rate.map(|rate| rate.burst), Some(50_000));
 /// assert!(Limits::default().is_unlimited());
-/// # Ok::<(), tonic_hotpath::tenant::limits::InvalidRateError>(())
+/// # Ok::<(), tonic_hotpath::limits::InvalidRateError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]

@@ -12,7 +12,8 @@ use tower::Service;
 
 use super::body::ResponseBody;
 use super::budget::TenantBudget;
-use super::limiter::Limiter;
+use super::keeper::AnswerDue;
+use super::limiter::{Limiter, NotYet};
 use super::refusal::Refusal;
 use super::state::Slot;
 
@@ -20,9 +21,9 @@ pin_project! {
     /// The response future of [`TenantLimit`](super::TenantLimit): the
     /// inner service's future holding the call's in-flight slot (handed to
     /// the response body, or given back if the future fails or is
-    /// dropped), or an immediate refusal. With a shared backend (feature
-    /// `limits-redis`), a call its tenant's lease cannot judge yet first
-    /// waits here for the lease's answer (see the module docs, "Across a
+    /// dropped), or an immediate refusal. With a shared rate keeper
+    /// (feature `limits-redis`), a call its tenant's lease cannot judge
+    /// yet first waits here for the lease's answer (see the module docs, "Across a
     /// fleet"), holding the inner service, which it calls only if the
     /// call is admitted.
     pub struct ResponseFuture<S, B>
@@ -41,18 +42,16 @@ pin_project! {
         S: Service<http::Request<B>>,
     {
         Inner { #[pin] future: S::Future, slot: Option<Slot> },
-        AnswerDue { waiting: Option<Box<AnswerDue<S, B>>> },
+        AnswerDue { waiting: Option<Box<Waiting<S, B>>> },
         Refused { refusal: Option<Refusal> },
     }
 }
 
-/// A call waiting for its tenant's lease answer: the inner service (ready:
-/// polled ready before the call), the request, and the limiter that judges
-/// it again.
-#[cfg_attr(not(feature = "limits-redis"), allow(dead_code))]
-struct AnswerDue<S, B> {
-    #[cfg(feature = "limits-redis")]
-    answer: crate::tenant::limits::shared::AnswerWait,
+/// A call waiting for its tenant's answer from a shared rate keeper: the
+/// inner service (ready: polled ready before the call), the request, and
+/// the limiter that judges it again.
+struct Waiting<S, B> {
+    answer: AnswerDue,
     service: S,
     request: http::Request<B>,
     limiter: Arc<Limiter>,
@@ -80,17 +79,16 @@ where
 
     /// Waits on `answer`, then judges `request` again with `limiter`
     /// and, admitted, calls `service` (ready) with it.
-    #[cfg(feature = "limits-redis")]
     #[cold]
     pub(crate) fn answer_due(
-        answer: crate::tenant::limits::shared::AnswerWait,
+        answer: AnswerDue,
         service: S,
         request: http::Request<B>,
         limiter: Arc<Limiter>,
     ) -> Self {
         Self {
             kind: Kind::AnswerDue {
-                waiting: Some(Box::new(AnswerDue {
+                waiting: Some(Box::new(Waiting {
                     answer,
                     service,
                     request,
@@ -146,17 +144,15 @@ where
                     )));
                 }
                 KindProj::AnswerDue { waiting } => {
-                    #[cfg(feature = "limits-redis")]
-                    if let Some(answer_due) = waiting.as_mut() {
-                        std::task::ready!(Pin::new(&mut answer_due.answer).poll(cx));
+                    if let Some(waiting) = waiting.as_mut() {
+                        std::task::ready!(waiting.answer.answered.as_mut().poll(cx));
                     }
                     let Some(answer_due) = waiting.take() else {
                         return Poll::Ready(Ok(Refusal::into_response(Err(
                             polled_after_completion(),
                         ))));
                     };
-                    let AnswerDue {
-                        #[cfg(feature = "limits-redis")]
+                    let Waiting {
                         answer,
                         mut service,
                         request,
@@ -165,19 +161,12 @@ where
                     let mut budget = None;
                     // Judged again; a federated call may wait for its next
                     // tenant's answer, within the same deadline.
-                    #[cfg(feature = "limits-redis")]
-                    let judged = limiter.admit_again(&request, &mut budget, answer.deadline());
-                    #[cfg(not(feature = "limits-redis"))]
-                    let judged = limiter
-                        .admit(&request, &mut budget)
-                        .map_err(super::limiter::NotYet::Refused);
-                    match judged {
+                    match limiter.admit_again(&request, &mut budget, answer.deadline) {
                         Ok(slot) => call_admitted(&mut service, request, slot, budget),
-                        Err(super::limiter::NotYet::Refused(refused)) => {
+                        Err(NotYet::Refused(refused)) => {
                             ResponseFuture::refused(Refusal::of(request.headers(), refused))
                         }
-                        #[cfg(feature = "limits-redis")]
-                        Err(super::limiter::NotYet::AnswerDue(answer)) => {
+                        Err(NotYet::AnswerDue(answer)) => {
                             ResponseFuture::answer_due(answer, service, request, limiter)
                         }
                     }
@@ -207,5 +196,5 @@ where
 /// The status of a future polled again after it answered its refusal.
 #[cold]
 fn polled_after_completion() -> Status {
-    Status::internal("tonic_hotpath::tenant::limits future polled after completion")
+    Status::internal("tonic_hotpath::limits future polled after completion")
 }

@@ -8,35 +8,20 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::backend::RedisBackend;
-use super::lease::{Answered, CreditLimits, Lease, nanos, ticks};
+use super::lease::{Answered, CreditLimits};
 use super::script::LeaseAsk;
+use super::tenant::fleet;
+use super::tick::{nanos, ticks};
+use crate::limits::config::Rate;
+use crate::limits::map::Clock;
+use crate::limits::state::{Bucket, TenantState};
 use crate::tenant::OrgId;
-use crate::tenant::limits::config::Rate;
-use crate::tenant::limits::map::Clock;
-use crate::tenant::limits::state::TenantState;
 
-/// Which of a tenant's fleet-wide buckets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bucket {
-    /// Its calls (the rate).
-    Calls,
-    /// Its work units (the work rate).
-    Work,
-}
-
-impl Bucket {
-    fn lease(self, state: &TenantState) -> &Lease {
-        match self {
-            Self::Calls => &state.call_lease,
-            Self::Work => &state.work_lease,
-        }
-    }
-
-    fn key_suffix(self) -> &'static str {
-        match self {
-            Self::Calls => "calls",
-            Self::Work => "work",
-        }
+/// The key suffix of a tenant's fleet-wide bucket.
+fn key_suffix(bucket: Bucket) -> &'static str {
+    match bucket {
+        Bucket::Calls => "calls",
+        Bucket::Work => "work",
     }
 }
 
@@ -53,8 +38,10 @@ struct LeaseRequest {
 
 impl Drop for LeaseRequest {
     fn drop(&mut self) {
-        self.bucket.lease(&self.state).finish();
-        self.state.answered.notify(usize::MAX);
+        if let Some(fleet) = fleet(&self.state) {
+            fleet.lease(self.bucket).finish();
+            fleet.answered.notify(usize::MAX);
+        }
     }
 }
 
@@ -158,7 +145,9 @@ async fn serve(
 async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
     let inner = &backend.inner;
     let policy = inner.policy;
-    let lease = request.bucket.lease(&request.state);
+    let Some(lease) = fleet(&request.state).map(|fleet| fleet.lease(request.bucket)) else {
+        return;
+    };
     let (stock_after, answered_at) = lease.history();
     let min_interval =
         ticks(u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX));
@@ -202,7 +191,7 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
         inner.replicas(),
         policy.near_limit_batch_of(),
     );
-    let key = inner.bucket_key(request.tenant.as_str(), request.bucket.key_suffix());
+    let key = inner.bucket_key(request.tenant.as_str(), key_suffix(request.bucket));
     // A failed request leaves the debt for the next one to charge.
     if let Ok(answer) = inner.lease(&key, ask).await {
         lease.paid(debt);

@@ -1,14 +1,15 @@
 //! One tenant's limiter state: its calls in flight, its rate bucket and
-//! its work-unit bucket, all per-tenant atomics, and the [`Slot`] an
-//! admitted call holds.
+//! its work-unit bucket, all per-tenant atomics, the slot a rate keeper
+//! other than these buckets may fill ([`TenantExtra`]), and the [`Slot`]
+//! an admitted call holds.
 
+use std::any::Any;
+use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use super::gcra::{Gcra, GcraState};
-#[cfg(feature = "limits-redis")]
-use super::shared::{CreditLimits, Lease, NoCredit, Take, ticks};
 use crate::tenant::OrgId;
 
 /// The calls in flight: the low 32 bits of the state word.
@@ -36,20 +37,30 @@ pub(crate) struct TenantState {
     /// tenant has a work rate. It costs no memory: it sits in the line's
     /// padding.
     work: GcraState,
-    /// With a shared backend (feature `limits-redis`): the leases on the
-    /// tenant's fleet-wide call and work buckets, also in the padding.
-    #[cfg(feature = "limits-redis")]
-    pub(crate) call_lease: Lease,
-    #[cfg(feature = "limits-redis")]
-    pub(crate) work_lease: Lease,
-    /// Notified after every answer to a request for either lease (and a
-    /// request that ended without one), for the calls waiting on it. One
-    /// word until a call listens.
-    #[cfg(feature = "limits-redis")]
-    pub(crate) answered: event_listener::Event,
+    /// What a shared rate keeper keeps for this tenant (the Redis
+    /// backend's leases), made on its first use; empty (one word, in the
+    /// padding) with the local buckets only.
+    extra: OnceLock<Box<dyn TenantExtra>>,
 }
 
-/// Why [`TenantState::admit`] did not admit a call.
+/// What a rate keeper other than the local buckets keeps per tenant, in
+/// the tenant's state (see `keeper`).
+pub(crate) trait TenantExtra: Any + Send + Sync + fmt::Debug {
+    /// Whether it holds nothing an eviction of the tenant would lose, at
+    /// `now` (ns since the limiter's epoch).
+    fn is_idle(&self, now: u64) -> bool;
+}
+
+/// Which of a tenant's buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    /// Its calls (the rate).
+    Calls,
+    /// Its work units (the work rate).
+    Work,
+}
+
+/// Why a call was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NotAdmitted {
     /// The tenant has its in-flight limit of calls in flight.
@@ -62,44 +73,15 @@ pub(crate) enum NotAdmitted {
     },
     /// This state was evicted: look the tenant up again.
     Evicted,
-    /// With a shared backend: the tenant's fleet-wide bucket had no unit
-    /// for this replica; a retry may pass `wait` ns later.
-    #[cfg(feature = "limits-redis")]
-    FleetRate {
+    /// A shared rate keeper had no unit for this replica; a retry may
+    /// pass `wait` ns later.
+    SharedRate {
         /// Nanoseconds until a retry may pass (above 0).
         wait: u64,
-        /// The lease's answer in flight may change the verdict (see
-        /// `shared::NoCredit::answer_due`).
+        /// The keeper's answer in flight may change the verdict (the call
+        /// may wait for it: `keeper::SharedRates::wait_for_answer`).
         answer_due: bool,
     },
-}
-
-/// The rate token an admitted call took, to give back if the call is
-/// refused after all (a federated call refused for another tenant).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Token {
-    /// None: the tenant has no rate.
-    None,
-    /// From the local bucket.
-    Local(Gcra),
-    /// From the lease on the fleet's bucket.
-    #[cfg(feature = "limits-redis")]
-    Leased,
-    /// On credit (and from the local bucket, which judged it).
-    #[cfg(feature = "limits-redis")]
-    Credit(Gcra),
-}
-
-/// What a fleet-wide admission needs besides the tenant's state.
-#[cfg(feature = "limits-redis")]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FleetCheck {
-    /// Now (ns since the limiter's epoch).
-    pub(crate) now: u64,
-    /// The local (fallback) bucket's parameters: rate ÷ replicas.
-    pub(crate) local: Gcra,
-    /// The bounds of credit.
-    pub(crate) credit: CreditLimits,
 }
 
 impl TenantState {
@@ -120,6 +102,18 @@ impl TenantState {
         {
             return Err(self.unless_evicted(NotAdmitted::Rate { wait }));
         }
+        let occupied = self.occupy(max_in_flight);
+        if let (Err(NotAdmitted::InFlight), Some((gcra, _))) = (occupied, rate) {
+            self.rate.refund(gcra);
+        }
+        occupied
+    }
+
+    /// Takes an in-flight place under `max_in_flight` (the token of the
+    /// call's rate, if any, already taken: the caller gives it back if
+    /// this refuses the call for its in-flight limit).
+    #[inline]
+    pub(crate) fn occupy(&self, max_in_flight: Option<u32>) -> Result<(), NotAdmitted> {
         let mut word = self.word.load(Ordering::Acquire);
         loop {
             if word & EVICTED != 0 {
@@ -127,9 +121,6 @@ impl TenantState {
                 return Err(NotAdmitted::Evicted);
             }
             if max_in_flight.is_some_and(|max| word & IN_FLIGHT >= u64::from(max)) {
-                if let Some((gcra, _)) = rate {
-                    self.rate.refund(gcra);
-                }
                 return Err(NotAdmitted::InFlight);
             }
             match self.word.compare_exchange_weak(
@@ -144,105 +135,55 @@ impl TenantState {
         }
     }
 
-    /// Admits a call under `max_in_flight` and the tenant's fleet-wide
-    /// rate: a unit of its lease, or on credit (see `shared::Lease`).
-    /// Returns, besides the verdict, whether the caller must send a lease
-    /// request now (it won the right to: nobody else will).
-    #[cfg(feature = "limits-redis")]
+    /// Takes `n` units from the local `bucket` with parameters `gcra` at
+    /// `now` (read off `clock`, which a refusal reads again), all or none;
+    /// refused, how long (ns) until it holds them.
     #[inline]
-    pub(crate) fn admit_fleet(
+    pub(crate) fn take(
         &self,
-        max_in_flight: Option<u32>,
-        check: FleetCheck,
-        clock: impl Fn() -> u64,
-    ) -> (Result<Token, NotAdmitted>, bool) {
-        let tick = ticks(check.now);
-        let (token, request) = match self.call_lease.take(1, tick) {
-            Take::Taken { request } => (Token::Leased, request),
-            Take::Dry => {
-                match self.call_lease.credit(
-                    1,
-                    tick,
-                    || ticks(clock()),
-                    check.credit,
-                    || self.rate.try_acquire(check.local, check.now, &clock),
-                ) {
-                    Ok(request) => (Token::Credit(check.local), request),
-                    Err(NoCredit {
-                        wait,
-                        request,
-                        answer_due,
-                    }) => {
-                        let refused =
-                            self.unless_evicted(NotAdmitted::FleetRate { wait, answer_due });
-                        return (Err(refused), request);
-                    }
-                }
-            }
-        };
-        let mut word = self.word.load(Ordering::Acquire);
-        loop {
-            if word & EVICTED != 0 {
-                return (Err(NotAdmitted::Evicted), false);
-            }
-            if max_in_flight.is_some_and(|max| word & IN_FLIGHT >= u64::from(max)) {
-                self.refund_token(token, check.now);
-                return (Err(NotAdmitted::InFlight), request);
-            }
-            match self.word.compare_exchange_weak(
-                word,
-                (word + 1) | SEEN,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return (Ok(token), request),
-                Err(current) => word = current,
-            }
-        }
-    }
-
-    /// Gives back `token`, taken at `now` (ns) by a call refused after all.
-    pub(crate) fn refund_token(&self, token: Token, #[allow(unused)] now: u64) {
-        match token {
-            Token::None => {}
-            Token::Local(gcra) => self.rate.refund(gcra),
-            #[cfg(feature = "limits-redis")]
-            Token::Leased => self.call_lease.give_back(1, ticks(now)),
-            #[cfg(feature = "limits-redis")]
-            Token::Credit(gcra) => {
-                self.call_lease.forgive(1);
-                self.rate.refund(gcra);
-            }
-        }
-    }
-
-    /// `refused`, or [`NotAdmitted::Evicted`] if the state is dead.
-    #[cold]
-    fn unless_evicted(&self, refused: NotAdmitted) -> NotAdmitted {
-        if self.word.load(Ordering::Acquire) & EVICTED != 0 {
-            NotAdmitted::Evicted
-        } else {
-            refused
-        }
-    }
-
-    /// Takes `n` work units (at most the burst) from the work bucket at
-    /// `now` (read off `clock`, which a refusal reads again), all or
-    /// none; refused, how long (ns) until it holds them.
-    #[inline]
-    pub(crate) fn charge_work(
-        &self,
+        bucket: Bucket,
         gcra: Gcra,
         now: u64,
         n: u64,
         clock: impl Fn() -> u64,
     ) -> Result<(), u64> {
-        self.work.try_acquire_n(gcra, now, n, clock)
+        match bucket {
+            Bucket::Calls if n == 1 => self.rate.try_acquire(gcra, now, clock),
+            Bucket::Calls => self.rate.try_acquire_n(gcra, now, n, clock),
+            Bucket::Work => self.work.try_acquire_n(gcra, now, n, clock),
+        }
     }
 
-    /// Gives back `n` work units taken by [`charge_work`](Self::charge_work).
-    pub(crate) fn refund_work(&self, gcra: Gcra, n: u64) {
-        self.work.refund_n(gcra, n);
+    /// Gives back `n` units taken from the local `bucket` by
+    /// [`take`](Self::take) (or [`admit`](Self::admit)).
+    pub(crate) fn give_back(&self, bucket: Bucket, gcra: Gcra, n: u64) {
+        match bucket {
+            Bucket::Calls => self.rate.refund_n(gcra, n),
+            Bucket::Work => self.work.refund_n(gcra, n),
+        }
+    }
+
+    /// What the shared rate keeper of type `T` keeps for this tenant,
+    /// made on first use. `None` only if another type filled the slot
+    /// (one limiter has one keeper: never).
+    #[allow(
+        dead_code,
+        reason = "the shared half of the seam: used once a shared keeper is built in"
+    )]
+    #[inline]
+    pub(crate) fn extra<T: TenantExtra + Default>(&self) -> Option<&T> {
+        let extra: &dyn Any = &**self.extra.get_or_init(|| Box::<T>::default());
+        extra.downcast_ref()
+    }
+
+    /// `refused`, or [`NotAdmitted::Evicted`] if the state is dead.
+    #[cold]
+    pub(crate) fn unless_evicted(&self, refused: NotAdmitted) -> NotAdmitted {
+        if self.word.load(Ordering::Acquire) & EVICTED != 0 {
+            NotAdmitted::Evicted
+        } else {
+            refused
+        }
     }
 
     /// Ends one admitted call.
@@ -272,26 +213,11 @@ impl TenantState {
         word & (IN_FLIGHT | EVICTED) == 0
             && self.rate.is_full(now)
             && self.work.is_full(now)
-            && self.leases_idle(now)
+            && self.extra.get().is_none_or(|extra| extra.is_idle(now))
             && self
                 .word
                 .compare_exchange(word, EVICTED, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-    }
-}
-
-impl TenantState {
-    /// Whether the leases hold nothing an eviction would lose (units in
-    /// stock, a request in flight); a debt not yet charged is forgotten.
-    #[cfg(feature = "limits-redis")]
-    fn leases_idle(&self, now: u64) -> bool {
-        let tick = ticks(now);
-        self.call_lease.is_idle(tick) && self.work_lease.is_idle(tick)
-    }
-
-    #[cfg(not(feature = "limits-redis"))]
-    fn leases_idle(&self, _now: u64) -> bool {
-        true
     }
 }
 
@@ -506,11 +432,14 @@ mod tests {
     fn a_state_whose_work_bucket_is_not_full_is_kept() {
         let gcra = Gcra::of(super::super::config::Rate::new(1.0, 10).unwrap(), 1);
         let state = TenantState::default();
-        assert_eq!(state.charge_work(gcra, 0, 4, STILL), Ok(()));
-        assert_eq!(state.charge_work(gcra, 0, 7, STILL), Err(1_000_000_000));
+        assert_eq!(state.take(Bucket::Work, gcra, 0, 4, STILL), Ok(()));
+        assert_eq!(
+            state.take(Bucket::Work, gcra, 0, 7, STILL),
+            Err(1_000_000_000)
+        );
         assert!(!state.sweep(0), "work bucket not full: kept");
         assert!(!state.sweep(3_999_999_999), "still not full");
-        state.refund_work(gcra, 4);
+        state.give_back(Bucket::Work, gcra, 4);
         assert!(state.sweep(0), "refunded: full again");
         // The work bucket fits in the line the state had anyway.
         assert_eq!(std::mem::size_of::<TenantState>(), 128);

@@ -15,7 +15,7 @@ use super::refusal::LimitError;
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use tonic_hotpath::tenant::limits::{LimitError, LimitObserver, Limits, TenantLimitLayer};
+/// use tonic_hotpath::limits::{LimitError, LimitObserver, Limits, TenantLimitLayer};
 ///
 /// #[derive(Debug, Default)]
 /// struct CountRefusals(AtomicU64);

@@ -12,6 +12,7 @@ use hashbrown::HashTable;
 
 use super::config::{Limits, Rate};
 use super::gcra::Gcra;
+use super::keeper::Keeper;
 use super::observer::LimitObserver;
 use super::state::Hashed;
 use crate::tenant::OrgId;
@@ -98,9 +99,9 @@ pub(crate) struct Snapshot {
     pub(crate) idle_timeout: Duration,
     /// The pushback an in-flight refusal carries (none by default).
     pub(crate) in_flight_pushback: Option<Duration>,
-    /// The fleet's buckets (feature `limits-redis`).
-    #[cfg(feature = "limits-redis")]
-    pub(crate) shared: Option<Arc<super::shared::SharedLimits>>,
+    /// Where the tenants' rates are kept: chosen once, when the layer is
+    /// built.
+    pub(crate) keeper: Keeper,
 }
 
 impl fmt::Debug for Snapshot {
@@ -113,12 +114,8 @@ impl fmt::Debug for Snapshot {
             .field("observer", &self.observer.is_some())
             .field("max_tenants", &self.max_tenants)
             .field("idle_timeout", &self.idle_timeout)
-            .field("in_flight_pushback", &self.in_flight_pushback);
-        #[cfg(feature = "limits-redis")]
-        f.field(
-            "shared",
-            &self.shared.as_ref().map(|shared| shared.backend()),
-        );
+            .field("in_flight_pushback", &self.in_flight_pushback)
+            .field("keeper", &self.keeper);
         f.finish()
     }
 }
@@ -134,8 +131,7 @@ impl Snapshot {
             max_tenants: DEFAULT_MAX_TENANTS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             in_flight_pushback: None,
-            #[cfg(feature = "limits-redis")]
-            shared: None,
+            keeper: Keeper::Local,
         }
     }
 
@@ -255,18 +251,19 @@ impl Snapshot {
     /// Whether the bursts are divided among the replicas too: with a
     /// shared backend, whose fallback keeps the fleet within one burst.
     fn fleet_burst(&self) -> bool {
-        #[cfg(feature = "limits-redis")]
-        return self.shared.is_some();
-        #[cfg(not(feature = "limits-redis"))]
-        false
+        matches!(self.keeper, Keeper::Shared(_))
     }
 
-    /// These settings with the shared backend `shared`: every rate
-    /// recompiled, bursts divided among the replicas.
-    #[cfg(feature = "limits-redis")]
-    pub(crate) fn with_shared(&self, shared: Arc<super::shared::SharedLimits>) -> Self {
+    /// These settings with the rates kept by `keeper`: every rate
+    /// recompiled (with a shared keeper, bursts divided among the
+    /// replicas too).
+    #[allow(
+        dead_code,
+        reason = "the shared half of the seam: used once a shared keeper is built in"
+    )]
+    pub(crate) fn with_keeper(&self, keeper: Keeper) -> Self {
         let next = Self {
-            shared: Some(shared),
+            keeper,
             ..self.clone()
         };
         next.with_replicas(next.replicas)
