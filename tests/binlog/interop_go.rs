@@ -17,8 +17,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::go_interop;
 use crate::script::Script;
+use support::go_interop;
 use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing};
 
 /// The filters of the README, each run once on each side.

@@ -34,11 +34,9 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::script::{self, Ends};
-use crate::stacks::Incoming;
-use crate::stacks::compress::compressing_echo;
-use crate::support::{
-    self, Echo, EchoClient, EchoRequest, EchoResponse, EchoService, ResponseStream,
-};
+use support::stacks::Incoming;
+use support::stacks::compress::compressing_echo;
+use support::{self, Echo, EchoClient, EchoRequest, EchoResponse, EchoService, ResponseStream};
 use tonic_hotpath::binlog::proto::grpc_log_entry::{EventType, Logger, Payload};
 use tonic_hotpath::binlog::proto::{GrpcLogEntry, Metadata, address};
 use tonic_hotpath::binlog::{BinaryLog, BinaryLogBuilder, Filter, Sink};

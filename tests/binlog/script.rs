@@ -18,7 +18,7 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 use tower::ServiceBuilder;
 
-use crate::support::{self, Echo, EchoClient, EchoRequest, EchoResponse, EchoServer};
+use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer};
 use tonic_hotpath::binlog::BinaryLog;
 use tonic_hotpath::stats::{Combined, CombinedLayer, CombinedService, RpcEvent, StatsHandler};
 

@@ -8,7 +8,7 @@ use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer
 
 use crate::fleet::{LOAD, Replica, Run, offer, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::wait_until;
 
 const RATE: f64 = 1000.0;
 const BURST: u32 = 2000;

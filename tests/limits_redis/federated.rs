@@ -9,9 +9,9 @@ use tonic::Code;
 use tonic_hotpath::tenant::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica};
-use crate::limits_support::{pushback, request};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::limits::{pushback, request};
+use support::wait_until;
 
 /// A unit every 250 ms, a burst of 4: the fleet's wait is about 250 ms
 /// once the bucket is empty, far above the 10 ms least pushback.

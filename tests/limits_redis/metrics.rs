@@ -8,10 +8,10 @@ use std::time::Duration;
 use tonic_hotpath::tenant::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::Replica;
-use crate::limits_support::call;
-use crate::otel_support::{Point, Sdk};
 use crate::redis_server::RedisServer;
-use crate::support::deadline;
+use support::deadline;
+use support::limits::call;
+use support::otel::{Point, Sdk};
 
 const ATTRS: &[(&str, &str)] = &[(RedisBackend::KEY_PREFIX_KEY, "metrics")];
 

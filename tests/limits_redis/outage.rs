@@ -11,7 +11,7 @@ use tonic_hotpath::tenant::limits::{Limits, Rate};
 use crate::accuracy::{shared_fleet, shared_fleet_with};
 use crate::fleet::{Answers, LOAD, Replica, Run, admitted_now, offer_counted, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::wait_until;
 
 const RATE: f64 = 1000.0;
 /// A small burst: each replica's fallback bucket (100 calls) drains within

@@ -14,10 +14,10 @@ use std::time::Duration;
 use tonic_hotpath::tenant::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::LOAD;
-use crate::go_interop;
-use crate::limits_support::grpc_go::{Attempts, calls, go_client, serve_health};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::go_interop;
+use support::limits::grpc_go::{Attempts, calls, go_client, serve_health};
+use support::wait_until;
 
 /// The tenant's fleet-wide rate: a unit every 250 ms, a burst of 4.
 const RATE: f64 = 4.0;

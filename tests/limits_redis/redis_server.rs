@@ -14,8 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::stacks::tls::TestCerts;
-use crate::support;
+use support::stacks::tls::TestCerts;
 
 /// The commands the backend sends (its scripts and what they call, the
 /// `PING` that checks a connection): an ACL user for it needs these, and

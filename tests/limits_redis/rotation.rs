@@ -23,10 +23,10 @@ use tonic_hotpath::tenant::limits::{
 };
 
 use crate::fleet::{LOAD, Replica};
-use crate::limits_support::request;
 use crate::log;
 use crate::redis_server::{BACKEND_COMMANDS, RedisCluster, RedisServer};
-use crate::support::wait_until;
+use support::limits::request;
+use support::wait_until;
 
 const OLD_PASSWORD: &str = "rotation-0ld-s3cret";
 const NEW_PASSWORD: &str = "rotation-n3w-s3cret";

@@ -15,10 +15,10 @@ use tonic_hotpath::tenant::limits::{
 };
 
 use crate::fleet::Replica;
-use crate::limits_support::{pushback, request};
 use crate::redis_server::{RedisCluster, RedisServer};
-use crate::stacks::tls::TestCerts;
-use crate::support::wait_until;
+use support::limits::{pushback, request};
+use support::stacks::tls::TestCerts;
+use support::wait_until;
 
 const PASSWORD: &str = "tls-s3cret";
 const NEW_PASSWORD: &str = "tls-n3w-s3cret";

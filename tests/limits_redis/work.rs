@@ -13,7 +13,7 @@ use tonic_hotpath::tenant::limits::{
 
 use crate::fleet::{Answers, LOAD, Replica, offer_message, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::{EchoRequest, EchoResponse, UnaryHandler, UnaryOnly, wait_until};
+use support::{EchoOverride, EchoRequest, EchoResponse, wait_until};
 
 /// Samples a second and the burst, for the whole fleet.
 const WORK_RATE: f64 = 10_000.0;
@@ -26,7 +26,7 @@ const SAMPLES: u64 = 100;
 struct Distributor;
 
 #[tonic::async_trait]
-impl UnaryHandler for Distributor {
+impl EchoOverride for Distributor {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let samples: u64 = request
             .get_ref()
@@ -54,7 +54,7 @@ async fn distributors(redis: &RedisServer, prefix: &str) -> Vec<Replica> {
             .await
             .expect("connect to redis-server");
         let layer = TenantLimitLayer::new(limits).shared(backend);
-        replicas.push(Replica::serving(layer, UnaryOnly(Distributor)).await);
+        replicas.push(Replica::serving(layer, Distributor).await);
     }
     wait_until("each replica to count three replicas", || {
         replicas

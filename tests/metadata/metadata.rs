@@ -3,8 +3,6 @@
 //! client. The server echoes back every `x-` metadata pair it received.
 #![cfg(feature = "grpc")]
 
-use crate::support;
-
 use std::net::SocketAddr;
 
 use bytes::Bytes;

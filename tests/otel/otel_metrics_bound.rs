@@ -8,8 +8,7 @@
 //! Without the feature both record with attribute sets, and the tests
 //! still hold.
 
-use crate::otel_harness::Ends;
-use crate::support;
+use support::otel_harness::Ends;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -566,10 +565,10 @@ async fn otel_bound_instruments_follow_the_sdks_views() {
         metrics(&bound, true),
         metrics(&Unrecognised(unbound.clone()), true),
     ];
-    let headers = crate::otel_support::org_id_headers(Some("team-a"));
+    let headers = support::otel::org_id_headers(Some("team-a"));
     for handler in &handlers {
         for code in [Code::Ok, Code::NotFound, Code::Ok] {
-            crate::otel_support::drive_rpc_with_headers(
+            support::otel::drive_rpc_with_headers(
                 handler,
                 tonic_hotpath::stats::Side::Server,
                 UNARY_PATH,

@@ -3,8 +3,7 @@
 //! layer goes), so regression tests can put the crate's layers in the
 //! same places and compare.
 
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
 use std::net::SocketAddr;
 

@@ -2,8 +2,6 @@
 //! exact event sequences for every RPC kind, errors, deadlines,
 //! cancellation, handler counts and connection events.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

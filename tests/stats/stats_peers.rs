@@ -4,8 +4,6 @@
 //! connection or sends broken gRPC framing to a tonic client over a real
 //! `Channel`, and clients that cancel calls on a real tonic server.
 
-use crate::support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

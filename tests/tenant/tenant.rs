@@ -1,5 +1,4 @@
 //! `tenant` over a real tonic server and client on 127.0.0.1 (TCP).
-use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
