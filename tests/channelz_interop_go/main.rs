@@ -7,8 +7,8 @@
 //! through reflection.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` each test prints why and passes, or
-//! fails when `CI` is set. Each Go program is built once per run of this
+//! the first build); without `go` each test is skipped with a notice
+//! (`support::skip`), or fails when `CI` is set. Each Go program is built once per run of this
 //! test binary.
 //!
 //! The tests share the process's channelz registry and walk all of it, so

@@ -11,7 +11,7 @@ use crate::redis_server::RedisCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_spread_over_a_cluster_and_each_keeps_its_burst() {
-    let Some(cluster) = RedisCluster::start("tenants_spread_over_a_cluster").await else {
+    let Some(cluster) = RedisCluster::start().await else {
         return;
     };
     // Taking turns with the load tests: starting and stopping a cluster

@@ -21,7 +21,7 @@ fn limits() -> Limits {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_federated_call_waits_for_the_fleets_answer_and_carries_its_pushback() {
-    let Some(redis) = RedisServer::start("a_federated_call_waits", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

@@ -31,11 +31,10 @@ const ATTEMPTS: u32 = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_go_over_three_replicas_waits_the_fleet_pushback_and_is_admitted() {
-    let test = "grpc_go_over_three_replicas_waits_the_fleet_pushback";
     let Some(binary) = go_interop::go_program("tenant-go") else {
         return;
     };
-    let Some(redis) = RedisServer::start(test, &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

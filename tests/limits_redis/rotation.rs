@@ -202,9 +202,7 @@ fn check_log(address: &str, secrets: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_is_an_outage_until_it_is_back() {
     log::record();
-    let Some(redis) =
-        RedisServer::start("a_rotated_password", &["--requirepass", OLD_PASSWORD]).await
-    else {
+    let Some(redis) = RedisServer::start(&["--requirepass", OLD_PASSWORD]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -240,9 +238,7 @@ async fn a_rotated_password_is_an_outage_until_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
     log::record();
-    let Some(redis) =
-        RedisServer::start("an_acl_user_revoked", &["--requirepass", ADMIN_PASSWORD]).await
-    else {
+    let Some(redis) = RedisServer::start(&["--requirepass", ADMIN_PASSWORD]).await else {
         return;
     };
     admin(
@@ -289,10 +285,10 @@ async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
     log::record();
-    let Some(redis) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
-    let Some(primary) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+    let Some(primary) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -317,7 +313,7 @@ async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
     log::record();
-    let Some(cluster) = RedisCluster::start("a_rotated_password_on_a_cluster").await else {
+    let Some(cluster) = RedisCluster::start().await else {
         return;
     };
     let _turn = LOAD.lock().await;

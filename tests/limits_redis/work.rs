@@ -67,7 +67,7 @@ async fn distributors(redis: &RedisServer, prefix: &str) -> Vec<Replica> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_percent() {
-    let Some(redis) = RedisServer::start("three_distributors", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -110,7 +110,7 @@ async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_p
 /// above it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_falls_back_to_each_distributors_share_of_the_work() {
-    let Some(mut redis) = RedisServer::start("work_falls_back_by_share", &[]).await else {
+    let Some(mut redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

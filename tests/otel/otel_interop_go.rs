@@ -7,7 +7,7 @@
 //! the client's attempt span.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` the test prints why and passes, or fails when `CI` is set.
+//! the first build); without `go` the test is skipped with a notice (`support::skip`), or fails when `CI` is set.
 
 use support::go_interop;
 

@@ -6,7 +6,7 @@
 //! while another tenant's calls go through.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` the test prints why and passes, or fails when `CI` is set.
+//! the first build); without `go` the test is skipped with a notice (`support::skip`), or fails when `CI` is set.
 
 use support::go_interop;
 use support::limits::grpc_go::{self, go_client};
