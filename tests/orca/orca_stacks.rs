@@ -30,7 +30,7 @@ use support::stacks::web::{
     WebFormat, WebReply, spawn_web_layer_inside, spawn_web_layer_outside, web_unary,
 };
 use support::stacks::{ServerLayer, serve, spawn_echo, uds};
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService};
+use support::{Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService};
 use support::{ResponseStream, bind};
 
 /// The echo service whose handlers take their call's recorder: every call
@@ -90,20 +90,15 @@ impl Drop for OnDrop {
 }
 
 #[tonic::async_trait]
-impl Echo for OrcaEcho {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for OrcaEcho {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let message = &request.get_ref().message;
         record_base(message);
         record_words(message.split_whitespace().count());
         EchoService.unary_echo(request).await
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
@@ -131,7 +126,7 @@ impl Echo for OrcaEcho {
         Ok(Response::new(Box::pin(counted)))
     }
 
-    async fn client_streaming_echo(
+    async fn client_streaming(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<EchoResponse>, Status> {
@@ -142,9 +137,7 @@ impl Echo for OrcaEcho {
         EchoService.client_streaming_echo(request).await
     }
 
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
+    async fn bidi(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {

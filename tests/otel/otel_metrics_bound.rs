@@ -20,14 +20,11 @@ use opentelemetry_sdk::metrics::{
     Aggregation, InMemoryMetricExporter, InMemoryMetricExporterBuilder, Instrument, PeriodicReader,
     SdkMeterProvider, Stream, Temporality,
 };
-use support::{
-    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
-    wait_until,
-};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, wait_until};
 use tokio_stream::StreamExt;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{ClientSide, Combined, CombinedLayer, CombinedService};
 
@@ -191,11 +188,8 @@ fn export(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec
 struct Scripted;
 
 #[tonic::async_trait]
-impl Echo for Scripted {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for Scripted {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let message = request.into_inner().message;
         match message.strip_prefix("code ") {
             Some(code) => {
@@ -204,31 +198,6 @@ impl Echo for Scripted {
             }
             None => Ok(Response::new(EchoResponse { message })),
         }
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.server_streaming_echo(request).await
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 

@@ -10,13 +10,13 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic::transport::{Channel, Endpoint, Server};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
 use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler, proto};
 use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 
 use crate::{
-    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
+    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
 };
 
 /// The echo service, with unary messages that script the outcome:
@@ -27,8 +27,8 @@ use crate::{
 pub struct ScriptedEcho;
 
 #[tonic::async_trait]
-impl Echo for ScriptedEcho {
-    async fn unary_echo(
+impl EchoOverride for ScriptedEcho {
+    async fn unary(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, Status> {
@@ -40,31 +40,6 @@ impl Echo for ScriptedEcho {
             }
             _ => EchoService.unary_echo(request).await,
         }
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.server_streaming_echo(request).await
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 

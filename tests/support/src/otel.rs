@@ -77,7 +77,14 @@ pub struct Sdk {
     exporter: InMemoryMetricExporter,
 }
 
+impl Default for Sdk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Sdk {
+    /// An SDK whose reader exports every 60 s (the SDK's default).
     pub fn new() -> Self {
         let exporter = InMemoryMetricExporter::default();
         let provider = sdk_provider(exporter.clone());

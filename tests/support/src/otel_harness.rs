@@ -9,7 +9,7 @@ pub use std::sync::{Arc, Mutex};
 pub use std::time::Duration;
 
 pub use crate::{
-    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
+    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
 };
 pub use opentelemetry::context::FutureExt as _;
 pub use opentelemetry::propagation::TextMapPropagator;
@@ -89,8 +89,8 @@ pub struct Traced {
 }
 
 #[tonic::async_trait]
-impl Echo for Traced {
-    async fn unary_echo(
+impl EchoOverride for Traced {
+    async fn unary(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, GrpcStatus> {
@@ -129,11 +129,9 @@ impl Echo for Traced {
         Ok(Response::new(EchoResponse { message: reply }))
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
     /// One reply per word, each produced when tonic polls the stream (after
     /// the handler returned), recording the span context current then.
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, GrpcStatus> {
@@ -150,22 +148,6 @@ impl Echo for Traced {
             Ok(EchoResponse { message: word })
         });
         Ok(Response::new(Box::pin(replies)))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, GrpcStatus> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, GrpcStatus> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 

@@ -73,6 +73,12 @@ pub struct NoOp {
     kept: Rc<RefCell<Vec<Request<Body>>>>,
 }
 
+impl Default for NoOp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl NoOp {
     /// How many requests can be kept without allocating.
     pub const ROOM: usize = 256;

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::tenant::OrgId;
 
 use crate::stacks::{ServerLayer, spawn_echo};
-use crate::{Echo, EchoClient, EchoRequest, EchoResponse, ResponseStream};
+use crate::{EchoClient, EchoOverride, EchoRequest, EchoResponse, ResponseStream};
 
 /// What a call's message asks the [`GatedEcho`] to do.
 pub const HOLD: &str = "hold"; // wait for the gate, then answer OK
@@ -83,8 +83,8 @@ impl Gate {
 }
 
 #[tonic::async_trait]
-impl Echo for GatedEcho {
-    async fn unary_echo(
+impl EchoOverride for GatedEcho {
+    async fn unary(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, Status> {
@@ -99,9 +99,7 @@ impl Echo for GatedEcho {
         Ok(Response::new(EchoResponse { message }))
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
@@ -120,22 +118,6 @@ impl Echo for GatedEcho {
             gate.pass().await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(receive))))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        Err(Status::unimplemented("not used"))
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        Err(Status::unimplemented("not used"))
     }
 }
 

@@ -2,7 +2,6 @@
 //! zstd, a client that compresses with one chosen encoding and accepts it
 //! back, and a call with a message of a given size.
 
-use std::sync::Arc;
 
 use bytes::Bytes;
 use tonic::codec::CompressionEncoding;
@@ -77,12 +76,13 @@ where
 /// A server of the compressing echo behind a layer of `server_handler`,
 /// and a channel to it behind a layer of `client_handler`: the client's
 /// transport, for [`compressing_client`] (or a plain `EchoClient`).
+#[cfg(feature = "stats")]
 pub async fn layered_pair<S, C>(
-    server_handler: Arc<S>,
-    client_handler: Arc<C>,
+    server_handler: std::sync::Arc<S>,
+    client_handler: std::sync::Arc<C>,
 ) -> tonic_hotpath::stats::CombinedService<
     tonic::transport::Channel,
-    Arc<C>,
+    std::sync::Arc<C>,
     tonic_hotpath::stats::ClientSide,
 >
 where

@@ -17,7 +17,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo, UdsConnectInfo};
 use tonic::{Request, Response, Status, Streaming};
 use tower::{Layer, Service};
 
-use crate::{Echo, EchoRequest, EchoResponse, EchoService, ResponseStream};
+use crate::{Echo, EchoOverride, EchoRequest, EchoResponse, EchoService, ResponseStream};
 
 /// The connection info present in one request's extensions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,8 +111,8 @@ impl RecordingEcho {
 }
 
 #[tonic::async_trait]
-impl Echo for RecordingEcho {
-    async fn unary_echo(
+impl EchoOverride for RecordingEcho {
+    async fn unary(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<EchoResponse>, Status> {
@@ -120,9 +120,7 @@ impl Echo for RecordingEcho {
         EchoService.unary_echo(request).await
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
@@ -130,7 +128,7 @@ impl Echo for RecordingEcho {
         EchoService.server_streaming_echo(request).await
     }
 
-    async fn client_streaming_echo(
+    async fn client_streaming(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<EchoResponse>, Status> {
@@ -138,9 +136,7 @@ impl Echo for RecordingEcho {
         EchoService.client_streaming_echo(request).await
     }
 
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
+    async fn bidi(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
