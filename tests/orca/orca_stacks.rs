@@ -1,4 +1,4 @@
-//! Per-call reports on the stacks users build (the `tests/stacks`
+//! Per-call reports on the stacks users build (the `support::stacks`
 //! harness): compressed messages, tonic-web with `GrpcWebLayer` outside and
 //! inside `CallMetricsLayer`, mTLS, a Unix socket, and axum routes on the
 //! same server. Each stack is served twice, without and with the layer;

@@ -1,4 +1,4 @@
-//! Smoke tests for `tests/stacks`: each real stack works, without the
+//! Smoke tests for `support::stacks`: each real stack works, without the
 //! crate's layers (a pass-through `Identity` or a [`ProbeLayer`] where a
 //! layer goes), so regression tests can put the crate's layers in the
 //! same places and compare.
