@@ -15,9 +15,7 @@ use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
 use tonic_hotpath::channelz::{Admin, ChannelHandler, ServerHandler, proto};
 use tonic_hotpath::stats::{CombinedLayer, CombinedService};
 
-use crate::{
-    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
-};
+use crate::{Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService};
 
 /// The echo service, with unary messages that script the outcome:
 /// `fail` answers `INVALID_ARGUMENT`, `slow` waits 30 s (for cancels and
@@ -28,10 +26,7 @@ pub struct ScriptedEcho;
 
 #[tonic::async_trait]
 impl EchoOverride for ScriptedEcho {
-    async fn unary(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         match request.get_ref().message.as_str() {
             "fail" => Err(Status::invalid_argument("scripted failure")),
             "slow" => {

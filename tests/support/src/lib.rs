@@ -118,4 +118,3 @@ pub async fn spawn_echo() -> SocketAddr {
     );
     addr
 }
-

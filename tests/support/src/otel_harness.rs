@@ -9,7 +9,8 @@ pub use std::sync::{Arc, Mutex};
 pub use std::time::Duration;
 
 pub use crate::{
-    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
+    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
+    ResponseStream,
 };
 pub use opentelemetry::context::FutureExt as _;
 pub use opentelemetry::propagation::TextMapPropagator;

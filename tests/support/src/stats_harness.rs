@@ -176,9 +176,7 @@ macro_rules! loopback_client {
             tokio::spawn(
                 ::tonic::transport::Server::builder()
                     .layer($server_layer)
-                    .add_service($crate::EchoServer::new(
-                        $crate::EchoService,
-                    ))
+                    .add_service($crate::EchoServer::new($crate::EchoService))
                     .serve_with_incoming(incoming),
             );
             let channel = $crate::connect(addr).await;
@@ -205,9 +203,9 @@ pub fn layered_echo_routes<L>(layer: L) -> L::Service
 where
     L: tower::Layer<tonic::service::Routes>,
 {
-    layer.layer(tonic::service::Routes::new(
-        crate::EchoServer::new(crate::EchoService),
-    ))
+    layer.layer(tonic::service::Routes::new(crate::EchoServer::new(
+        crate::EchoService,
+    )))
 }
 
 /// The echo routes standing in for a client `Channel` (their error boxed,

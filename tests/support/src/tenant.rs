@@ -14,7 +14,6 @@ use tonic::body::Body;
 use tonic::transport::server::TcpConnectInfo;
 use tower::Service;
 
-
 /// The nine other metadata keys of a typical request (the Cortex write-up
 /// benchmarks 10 keys in all).
 const OTHER_METADATA: [(&str, &str); 9] = [

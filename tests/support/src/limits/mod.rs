@@ -84,10 +84,7 @@ impl Gate {
 
 #[tonic::async_trait]
 impl EchoOverride for GatedEcho {
-    async fn unary(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         self.gate.entered.fetch_add(1, Ordering::SeqCst);
         let message = request.into_inner().message;
         match message.as_str() {

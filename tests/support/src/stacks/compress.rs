@@ -2,7 +2,6 @@
 //! zstd, a client that compresses with one chosen encoding and accepts it
 //! back, and a call with a message of a given size.
 
-
 use bytes::Bytes;
 use tonic::codec::CompressionEncoding;
 use tonic::service::Routes;

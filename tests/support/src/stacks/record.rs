@@ -112,10 +112,7 @@ impl RecordingEcho {
 
 #[tonic::async_trait]
 impl EchoOverride for RecordingEcho {
-    async fn unary(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         self.record("unary", &request);
         EchoService.unary_echo(request).await
     }
