@@ -71,6 +71,7 @@ impl RedisServer {
 
     /// [`start`](Self::start) serving TLS only, with `certs`' server
     /// certificate and CA (`args` may add `--tls-auth-clients no`, say).
+    #[cfg(feature = "limits-redis-tls")]
     pub async fn start_tls(certs: &TestCerts, args: &[&str]) -> Option<Self> {
         Self::start_with(Some(certs), args).await
     }
@@ -285,6 +286,7 @@ impl RedisCluster {
 
     /// [`start`](Self::start) over TLS (`--tls-cluster yes`: the cluster
     /// bus too; clients are not asked for certificates, nodes are).
+    #[cfg(feature = "limits-redis-tls")]
     pub async fn start_tls(certs: &TestCerts) -> Option<Self> {
         Self::start_with(Some(certs)).await
     }
