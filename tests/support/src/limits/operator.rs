@@ -9,7 +9,6 @@
 
 use tonic_hotpath::tenant::limits::{Limits, Rate, TenantLimitLayer};
 #[cfg(feature = "binlog")]
-#[allow(unused_imports)] // a binary may use `generous_limits` alone
 pub use with_log::*;
 
 /// A `TenantLimitLayer` whose limits the runs never reach (1 000 000 in
