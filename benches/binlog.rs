@@ -46,10 +46,7 @@ mod gzip_call;
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use support::stats_harness;
 
 use std::hint::black_box;
 use std::io;
@@ -59,9 +56,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gzip_call::{gzip_request, gzip_routes};
 use in_process::{CALLS_PER_ROUND, MakeRequest, service_in_process, service_round_with};
 use interleaved::Round;
-use stats_harness::{
-    CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, layered_echo_routes, unary_request,
-};
+use stats_harness::{Noop, UNARY_PATH, current_thread_runtime, layered_echo_routes, unary_request};
+use support::alloc_count::CountingAllocator;
 use tonic_hotpath::binlog::proto::GrpcLogEntry;
 use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing, Sink};
 use tonic_hotpath::stats::{CombinedLayer, StatsHandler};

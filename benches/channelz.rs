@@ -24,10 +24,7 @@
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use support::stats_harness;
 
 use std::hint::black_box;
 
@@ -35,9 +32,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{CALLS_PER_ROUND, in_process, round, service_round};
 use interleaved::Round;
 use stats_harness::{
-    CountingAllocator, Noop, Timed, call_in_process, current_thread_runtime, echo_transport,
-    linked_loopback_client, one_rpc, open_linked_connection, unary_body, unary_request,
+    Noop, Timed, call_in_process, current_thread_runtime, echo_transport, linked_loopback_client,
+    one_rpc, open_linked_connection, unary_body, unary_request,
 };
+use support::alloc_count::CountingAllocator;
 use tonic::transport::Server;
 use tonic_hotpath::channelz::{ChannelEntry, ServerEntry};
 use tonic_hotpath::stats::CombinedLayer;

@@ -7,7 +7,7 @@
 //! Per encoding (one group each), messages of 1 KiB, 64 KiB and 1 MiB of
 //! protobuf-like data compressed as tonic compresses them:
 //! - `tonic`: tonic 0.14.9's `decompress` (a copy; see
-//!   `tests/compression_support`), the baseline;
+//!   `support::compression`), the baseline;
 //! - `uncompressed_len`: ours, with the thread's reused decoders;
 //! - `fresh_decoders`: ours with decoders made per message (what reuse saves);
 //! - `split_16k`: ours on the message split into 16 KiB pieces (HTTP/2's
@@ -18,14 +18,11 @@
 //! `cargo bench --bench compression --features bench-internals -- --warm-up-time 1 --measurement-time 2`
 //! (add `zstd` to the features for the `libzstd` rows).
 
-#[path = "../tests/compression_support/mod.rs"]
-mod compression_support;
-
 use std::hint::black_box;
 
 use bytes::BytesMut;
-use compression_support::{DEFAULT_LIMIT, ENCODINGS, compress, protobuf_like, tonic_decompress};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use support::compression::{DEFAULT_LIMIT, ENCODINGS, compress, protobuf_like, tonic_decompress};
 use tonic_hotpath::stats::compression::{
     Encoding, ruzstd_len, uncompressed_len, uncompressed_len_fresh,
 };

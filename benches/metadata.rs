@@ -29,9 +29,6 @@
 mod interleaved;
 #[path = "metadata_layer/mod.rs"]
 mod layer_write;
-#[path = "../tests/tenant_support/mod.rs"]
-#[allow(unused_imports, reason = "only its no-op service is used here")]
-mod tenant_support;
 
 use std::hint::black_box;
 

@@ -33,21 +33,16 @@
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
-#[path = "../tests/orca_support/records.rs"]
-mod records;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use support::orca::records;
+use support::stats_harness;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use in_process::{ALLOCATION_CALLS, CALLS_PER_ROUND, service_in_process, service_round};
 use interleaved::{Round, print_overhead};
 use records::Records;
-use stats_harness::{
-    CountingAllocator, allocations_per_call, current_thread_runtime, loopback_client, one_rpc,
-    unary_request,
-};
+use stats_harness::{allocations_per_call, current_thread_runtime, one_rpc, unary_request};
+use support::alloc_count::CountingAllocator;
+use support::loopback_client;
 use tonic::service::Routes;
 use tonic_hotpath::orca::ServerMetricsRecorder;
 use tonic_hotpath::orca::server::CallMetricsLayer;

@@ -37,12 +37,7 @@ mod gzip_call;
 mod in_process;
 #[path = "interleaved/mod.rs"]
 mod interleaved;
-#[path = "../tests/otel_support/mod.rs"]
-mod otel_support;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use support::stats_harness;
 
 use std::hint::black_box;
 
@@ -62,10 +57,9 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
-use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
-use stats_harness::{
-    CountingAllocator, Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request,
-};
+use stats_harness::{Noop, UNARY_PATH, current_thread_runtime, echo_transport, unary_request};
+use support::alloc_count::CountingAllocator;
+use support::otel::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use tonic::Code;
 use tonic_hotpath::otel::{OtelMetrics, OtelTracing, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, Side};

@@ -45,19 +45,12 @@ mod clock;
 mod in_process;
 #[path = "scale/loopback.rs"]
 mod loopback;
-#[path = "../tests/limits_support/operator.rs"]
-mod operator;
-#[path = "../tests/otel_support/mod.rs"]
-mod otel_support;
-#[cfg(feature = "orca")]
-#[path = "../tests/orca_support/records.rs"]
-mod records;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
 #[path = "scale/table.rs"]
 mod table;
+
+use support::limits::operator;
+#[cfg(feature = "orca")]
+use support::orca::records;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -26,10 +26,7 @@ mod in_process;
 mod interleaved;
 #[path = "passthrough/mod.rs"]
 mod passthrough;
-#[path = "../tests/stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use support::stats_harness;
 
 use std::hint::black_box;
 
@@ -41,11 +38,12 @@ use in_process::{ALLOCATION_CALLS, CALLS_PER_ROUND, in_process, round, service_r
 use interleaved::Round;
 use passthrough::PassthroughLayer;
 use stats_harness::{
-    CountingAllocator, Noop, Timed, allocations_per_call, allocations_per_in_process_rpc,
-    call_in_process, combined, current_thread_runtime, echo_transport, loopback_client, one_rpc,
-    open_linked_connection, unary_body, unary_request,
+    Noop, Timed, allocations_per_call, allocations_per_in_process_rpc, call_in_process,
+    current_thread_runtime, echo_transport, one_rpc, open_linked_connection, unary_body,
+    unary_request,
 };
-use support::EchoClient;
+use support::alloc_count::CountingAllocator;
+use support::{EchoClient, combined, loopback_client};
 use tokio::runtime::Runtime;
 use tonic::codegen::StdError;
 use tonic_hotpath::stats::CombinedLayer;

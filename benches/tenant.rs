@@ -16,8 +16,6 @@
 //! `cargo bench --bench tenant`
 #[path = "interleaved/mod.rs"]
 mod interleaved;
-#[path = "../tests/tenant_support/mod.rs"]
-mod tenant_support;
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -27,7 +25,8 @@ use interleaved::Round;
 
 use criterion::{BatchSize, Criterion, criterion_group};
 use http::{HeaderName, HeaderValue, Request, Response};
-use tenant_support::{CountingAllocator, NoOp, allocations, call, tonic_request, wire_headers};
+use support::alloc_count::{CountingAllocator, allocations};
+use support::tenant::{NoOp, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::limits::{Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer};

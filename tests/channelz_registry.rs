@@ -2,17 +2,13 @@
 //! clients on 127.0.0.1. One test in its own process, so that it owns the
 //! process's registry and can assert whole listings.
 
-mod channelz_support;
-mod stacks;
-mod support;
-
-use channelz_support::*;
+use support::channelz::*;
 use tonic::Code;
 use tonic::transport::{Channel, Server};
 use tonic_hotpath::channelz::proto::channelz_client::ChannelzClient;
 use tonic_hotpath::channelz::{ChannelEntry, ServerEntry, proto};
 
-use crate::support::EchoRequest;
+use support::EchoRequest;
 
 /// Every page of `GetServers` from `start`, `max` at a time: (ids of each
 /// page, end of each page).

@@ -14,8 +14,7 @@ use prost::Message as _;
 use tonic::codec::CompressionEncoding;
 use tonic::service::Routes;
 
-use super::stats_harness::unary_request;
-use super::support;
+use support::stats_harness::unary_request;
 
 /// The echo routes, accepting gzip requests, under `layer`.
 pub fn gzip_routes<L: tower::Layer<Routes>>(layer: L) -> L::Service {

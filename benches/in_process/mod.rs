@@ -18,7 +18,7 @@ use tonic::service::Routes;
 use tower::{Layer, Service};
 
 use super::interleaved::Round;
-use super::stats_harness::{
+use support::stats_harness::{
     allocations_per_call, call_in_process, layered_echo_routes, unary_body, unary_request,
 };
 

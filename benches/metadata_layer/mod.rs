@@ -53,7 +53,7 @@ use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};
 use tower::{Layer, Service};
 
 use super::interleaved::{self, Round};
-use super::tenant_support::NoOp;
+use support::tenant::NoOp;
 
 const FLOOR: &str = "floor (pre-built pairs)";
 const FLOOR_TAKING: &str = "floor + take chain from extensions";

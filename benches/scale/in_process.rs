@@ -28,9 +28,9 @@ use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::clock::{Spent, ThreadClock};
 use super::operator::generous_limits;
-use super::otel_support::sdk_provider;
-use super::stats_harness::{Noop, call_in_process};
 use super::table::{Table, median, spaced};
+use support::otel::sdk_provider;
+use support::stats_harness::{Noop, call_in_process};
 
 /// The method every RPC calls.
 pub const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";

@@ -29,9 +29,9 @@ use tower::ServiceBuilder;
 
 use super::clock::process_cpu;
 use super::in_process::{CHECK_PATH, ORG_ID, Providers};
-use super::stats_harness::Noop;
-use super::support::endpoint;
 use super::table::{Table, median, spaced};
+use support::endpoint;
+use support::stats_harness::Noop;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ mod body;
 mod input;
 
 /// tonic's own decoder as the oracle for compressed messages.
-#[path = "../../tests/compression_support/mod.rs"]
+#[path = "../../tests/support/src/compression.rs"]
 pub mod compression_support;
 
 /// A target's check: panics on a disagreement.

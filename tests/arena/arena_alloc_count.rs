@@ -6,7 +6,7 @@
 use tonic_hotpath::arena::Vec as ArenaVec;
 use tonic_hotpath::arena::{ArenaPool, ByteBuffer, MonotonicArena};
 
-use crate::alloc_count::allocations;
+use support::alloc_count::allocations;
 
 #[test]
 fn fast_path_and_reset_allocate_nothing() {

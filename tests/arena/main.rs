@@ -4,13 +4,10 @@
 //! `arena` only, so without `arena_replay`; tests too slow for Miri or that
 //! it cannot run are `#[cfg_attr(miri, ignore)]`, each saying why).
 
-#[path = "../alloc_count/mod.rs"]
-mod alloc_count;
-
 /// For `arena_alloc_count`; it counts per thread, so the other tests of
 /// this binary, running in parallel, do not disturb its counts.
 #[global_allocator]
-static GLOBAL: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
+static GLOBAL: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod arena;
 mod arena_alloc_count;

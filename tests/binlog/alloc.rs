@@ -9,8 +9,8 @@ use tonic_hotpath::binlog::proto::GrpcLogEntry;
 use tonic_hotpath::binlog::{BinaryLog, Filter, Sink};
 use tonic_hotpath::stats::CombinedLayer;
 
-use super::alloc_count::allocations_so_far;
-use super::stats_harness::{
+use support::alloc_count::allocations_so_far;
+use support::stats_harness::{
     Noop, UNARY_PATH, call_in_process, layered_echo_routes, unary_body, unary_request,
 };
 

@@ -10,7 +10,7 @@ use std::process::Command;
 use proptest::prelude::*;
 use tonic_hotpath::binlog::{Filter, FilterError, LogLimits};
 
-use crate::alloc_count;
+use support::alloc_count;
 
 const MAX: u64 = LogLimits::UNLIMITED;
 

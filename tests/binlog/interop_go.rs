@@ -9,7 +9,7 @@
 //! listed in [`KNOWN_DIFFERENCES`], each with its reason, and the test
 //! fails on any other difference.
 //!
-//! Needs `go` on PATH; without it the test prints why and passes, or fails when `CI` is set.
+//! Needs `go` on PATH; without it the test is skipped with a notice (`support::skip`), or fails when `CI` is set.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,8 +17,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::go_interop;
 use crate::script::Script;
+use support::go_interop;
 use tonic_hotpath::binlog::{BinaryLog, FileSink, Filter, Framing};
 
 /// The filters of the README, each run once on each side.

@@ -13,18 +13,7 @@
 /// reader hold); it counts per thread, so the other tests of this binary,
 /// running in parallel, do not disturb their counts.
 #[global_allocator]
-static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
-
-#[path = "../go_interop/mod.rs"]
-mod go_interop;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-// The echo routes driven in process (`alloc`), and the counting allocator.
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-use stats_harness::alloc_count;
-#[path = "../support/mod.rs"]
-mod support;
+static ALLOCATOR: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod alloc;
 mod entries;

@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use tonic_hotpath::binlog::proto::GrpcLogEntry;
 use tonic_hotpath::binlog::{Framing, LogReader};
 
-use crate::alloc_count::net_bytes_so_far;
 use crate::entries::{every_kind, numbered};
+use support::alloc_count::net_bytes_so_far;
 
 fn framed(framing: Framing, entries: &[GrpcLogEntry]) -> Vec<u8> {
     let mut bytes = Vec::new();

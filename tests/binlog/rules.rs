@@ -31,13 +31,13 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::service::Routes;
 use tonic::transport::server::{Connected, TcpIncoming};
 use tonic::transport::{Channel, Server};
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 
 use crate::script::{self, Ends};
-use crate::stacks::Incoming;
-use crate::stacks::compress::compressing_echo;
-use crate::support::{
-    self, Echo, EchoClient, EchoRequest, EchoResponse, EchoService, ResponseStream,
+use support::stacks::Incoming;
+use support::stacks::compress::compressing_echo;
+use support::{
+    self, Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoService, ResponseStream,
 };
 use tonic_hotpath::binlog::proto::grpc_log_entry::{EventType, Logger, Payload};
 use tonic_hotpath::binlog::proto::{GrpcLogEntry, Metadata, address};
@@ -115,11 +115,8 @@ pub fn trailer_metadata() -> MetadataMap {
 }
 
 #[tonic::async_trait]
-impl Echo for RulesEcho {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for RulesEcho {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         *self.remote.lock().unwrap() = request.remote_addr();
         match request.get_ref().message.as_str() {
             "not yet" => Err(Status::unimplemented("not yet")),
@@ -132,9 +129,7 @@ impl Echo for RulesEcho {
         }
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
@@ -142,22 +137,6 @@ impl Echo for RulesEcho {
             return Ok(Response::new(Box::pin(tokio_stream::pending())));
         }
         EchoService.server_streaming_echo(request).await
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 

@@ -18,7 +18,7 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 use tower::ServiceBuilder;
 
-use crate::support::{self, Echo, EchoClient, EchoRequest, EchoResponse, EchoServer};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer};
 use tonic_hotpath::binlog::BinaryLog;
 use tonic_hotpath::stats::{Combined, CombinedLayer, CombinedService, RpcEvent, StatsHandler};
 
@@ -76,11 +76,8 @@ fn served_by<T>(message: T) -> Response<T> {
 }
 
 #[tonic::async_trait]
-impl Echo for ScriptEcho {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for ScriptEcho {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let message = request.into_inner().message;
         match message.as_str() {
             "fail" => Err(Status::with_details(
@@ -93,9 +90,7 @@ impl Echo for ScriptEcho {
         }
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
@@ -103,16 +98,7 @@ impl Echo for ScriptEcho {
         Ok(served_by(Box::pin(stream) as ResponseStream))
     }
 
-    async fn client_streaming_echo(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        Err(Status::unimplemented("not in the script"))
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
+    async fn bidi(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {

@@ -3,19 +3,17 @@
 //! deadline, streams), on the server, the channel, its subchannel and both
 //! sockets; TLS details; the admin services.
 
-use crate::channelz_support;
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
 use std::time::Duration;
 
-use channelz_support::*;
+use support::channelz::*;
 use tokio_stream::StreamExt;
 use tonic::Code;
 use tonic::transport::Server;
 use tonic_hotpath::channelz::{ServerEntry, proto};
 
-use crate::stacks::tls::{TestCerts, tls_endpoint};
+use support::stacks::tls::{TestCerts, tls_endpoint};
 
 #[tokio::test]
 async fn counts_are_exact_after_a_mixed_workload() {

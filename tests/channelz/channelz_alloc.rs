@@ -3,12 +3,12 @@
 //! connection linked on both sides, so the sockets count too), and bytes
 //! per tracked socket, from a counting allocator.
 
-use crate::stats_harness;
+use support::stats_harness;
 
 use stats_harness::{
-    Noop, allocations_per_call, current_thread_runtime, linked_loopback_client, net_bytes_so_far,
-    one_rpc,
+    Noop, allocations_per_call, current_thread_runtime, linked_loopback_client, one_rpc,
 };
+use support::alloc_count::net_bytes_so_far;
 use tonic_hotpath::channelz::{ChannelEntry, ServerEntry};
 use tonic_hotpath::stats::{ConnInfo, Side, StatsHandler};
 

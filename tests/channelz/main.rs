@@ -4,19 +4,10 @@
 //! assert or walk the whole of the process's channelz registry, which the
 //! tests here add to and remove from while they run.
 
-#[path = "../channelz_support/mod.rs"]
-mod channelz_support;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../support/mod.rs"]
-mod support;
-
 /// For `channelz_alloc`; it counts per thread, so the other tests of this
 /// binary, running in parallel, do not disturb its counts.
 #[global_allocator]
-static ALLOCATOR: stats_harness::CountingAllocator = stats_harness::CountingAllocator;
+static ALLOCATOR: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod channelz;
 mod channelz_alloc;

@@ -47,10 +47,10 @@ use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
 use tonic_prost::ProstCodec;
 
 use crate::measure::{self, delta, kib, settled};
-use crate::otel_support::Sdk;
-use crate::stacks::junk::{grpc_request, h2_connect, h2_exchange};
-use crate::stacks::{echo_frame, serve};
-use crate::support::{self, EchoRequest, EchoResponse};
+use support::otel::Sdk;
+use support::stacks::junk::{grpc_request, h2_connect, h2_exchange};
+use support::stacks::{echo_frame, serve};
+use support::{EchoRequest, EchoResponse};
 
 /// RPCs, each with a new org id and a new method name.
 const RPCS: usize = 100_000;

@@ -24,10 +24,10 @@ use tonic_hotpath::channelz::ServerEntry;
 use tonic_hotpath::stats::CombinedLayer;
 use tower::layer::util::Identity;
 
-use crate::channelz_support::server_socket_count;
 use crate::measure::{self, delta, kib, settled};
-use crate::stacks::{Incoming, ServerLayer, junk::h2_connect, serve};
-use crate::support::{self, EchoServer, EchoService};
+use support::channelz::server_socket_count;
+use support::stacks::{Incoming, ServerLayer, junk::h2_connect, serve};
+use support::{EchoServer, EchoService};
 
 /// Idle connections held open at once.
 const CONNECTIONS: usize = 10_000;

@@ -23,12 +23,12 @@ use tonic_hotpath::stats::CombinedLayer;
 use tonic_hotpath::stats::compression::Encoding;
 use tower::layer::util::Identity;
 
-use crate::compression_support::compress;
 use crate::measure::{self, Demanding, delta, kib, peak_bytes, reset_peak, settled};
-use crate::stacks::junk::{grpc_request, h2_connect, h2_exchange};
-use crate::stacks::{ServerLayer, UNARY_PATH, frame, serve};
-use crate::stats_harness::Noop;
-use crate::support::{self, EchoRequest, EchoServer, EchoService};
+use support::compression::compress;
+use support::stacks::junk::{grpc_request, h2_connect, h2_exchange};
+use support::stacks::{ServerLayer, UNARY_PATH, frame, serve};
+use support::stats_harness::Noop;
+use support::{EchoRequest, EchoServer, EchoService};
 
 /// Streams in flight at once.
 const STREAMS: usize = 1_000;

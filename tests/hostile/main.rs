@@ -19,20 +19,7 @@
 //! the bound it asserts and prints its figures (BENCHMARKS.md, "Memory
 //! under hostile clients").
 
-#[path = "../channelz_support/mod.rs"]
-mod channelz_support;
-#[path = "../compression_support/mod.rs"]
-mod compression_support;
-#[path = "../otel_support/mod.rs"]
-mod otel_support;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../support/mod.rs"]
-mod support;
-
-use stats_harness::alloc_count::LiveBytesAllocator;
+use support::alloc_count::LiveBytesAllocator;
 
 /// Every allocation of the process, counted: see [`measure`].
 #[global_allocator]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tonic::Code;
 use tonic_hotpath::stats::{RpcEvent, StatsHandler};
 
-pub use crate::stats_harness::alloc_count::{live_bytes, peak_bytes, reset_peak};
+pub use support::alloc_count::{live_bytes, peak_bytes, reset_peak};
 
 /// Holds the process to one scenario at a time: the counts are
 /// process-wide, so two scenarios side by side would mix their figures.

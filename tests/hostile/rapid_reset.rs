@@ -24,9 +24,9 @@ use tonic::transport::Server;
 use tonic_hotpath::stats::{CombinedLayer, ConnEvent, ConnInfo, RpcEvent, RpcInfo, StatsHandler};
 
 use crate::measure;
-use crate::stacks::junk::{grpc_request, h2_connect};
-use crate::stacks::{UNARY_PATH, serve};
-use crate::support::{self, EchoClient, EchoRequest, EchoServer, EchoService};
+use support::stacks::junk::{grpc_request, h2_connect};
+use support::stacks::{UNARY_PATH, serve};
+use support::{EchoClient, EchoRequest, EchoServer, EchoService};
 
 /// Flooding connections, at once.
 const CONNECTIONS: usize = 40;

@@ -22,9 +22,9 @@ use tonic_hotpath::stats::CombinedLayer;
 use tower::layer::util::Identity;
 
 use crate::measure::{self, Demanding, delta, kib, settled};
-use crate::stacks::junk::{grpc_request, h2_connect};
-use crate::stacks::{ServerLayer, UNARY_PATH, serve};
-use crate::support::{self, EchoServer, EchoService};
+use support::stacks::junk::{grpc_request, h2_connect};
+use support::stacks::{ServerLayer, UNARY_PATH, serve};
+use support::{EchoServer, EchoService};
 
 /// Streams open at once.
 const STREAMS: usize = 1_000;

@@ -8,7 +8,7 @@ use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica, Run, offer, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::wait_until;
 
 const RATE: f64 = 1000.0;
 const BURST: u32 = 2000;
@@ -105,8 +105,7 @@ fn report(name: &str, run: &Run) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_admit_the_fleet_budget_within_2_percent_under_an_uneven_load() {
-    let test = "three_replicas_admit_the_fleet_budget";
-    let Some(redis) = RedisServer::start(test, &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -175,8 +174,7 @@ async fn three_replicas_admit_the_fleet_budget_within_2_percent_under_an_uneven_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steady_load_under_the_limit_costs_at_most_20_redis_commands_per_1000_calls() {
-    let test = "a_steady_load_under_the_limit_costs";
-    let Some(redis) = RedisServer::start(test, &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

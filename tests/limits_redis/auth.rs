@@ -10,7 +10,7 @@ const PASSWORD: &str = "default-s3cret";
 const USER_PASSWORD: &str = "limiter-s3cret";
 
 async fn secured() -> Option<RedisServer> {
-    let redis = RedisServer::start("credentials", &["--requirepass", PASSWORD]).await?;
+    let redis = RedisServer::start(&["--requirepass", PASSWORD]).await?;
     let user_password = format!(">{USER_PASSWORD}");
     let created = redis.cli(
         &[
@@ -95,7 +95,7 @@ async fn wrong_credentials_are_a_clear_start_up_error_without_the_password() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_clear_start_up_error() {
-    let Some(mut redis) = RedisServer::start("a_refused_connection", &[]).await else {
+    let Some(mut redis) = RedisServer::start(&[]).await else {
         return;
     };
     let url = redis.url();

@@ -11,7 +11,7 @@ use crate::redis_server::RedisCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_spread_over_a_cluster_and_each_keeps_its_burst() {
-    let Some(cluster) = RedisCluster::start("tenants_spread_over_a_cluster").await else {
+    let Some(cluster) = RedisCluster::start().await else {
         return;
     };
     // Taking turns with the load tests: starting and stopping a cluster
@@ -43,12 +43,12 @@ async fn tenants_spread_over_a_cluster_and_each_keeps_its_burst() {
             let replica = i % 2;
             let response = replicas[replica].clients[0]
                 .clone()
-                .unary_echo(crate::limits_support::request(Some(tenant), "x"))
+                .unary_echo(support::limits::request(Some(tenant), "x"))
                 .await;
             match response {
                 Ok(_) => admitted += 1,
                 Err(status) if status.code() == Code::ResourceExhausted => {
-                    let pushback = crate::limits_support::pushback(&status).unwrap_or(0);
+                    let pushback = support::limits::pushback(&status).unwrap_or(0);
                     dry[replica] |= pushback > 50_000;
                 }
                 Err(status) => panic!("{tenant}: {status:?}"),

@@ -9,9 +9,9 @@ use tonic::Code;
 use tonic_hotpath::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica};
-use crate::limits_support::{pushback, request};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::limits::{pushback, request};
+use support::wait_until;
 
 /// A unit every 250 ms, a burst of 4: the fleet's wait is about 250 ms
 /// once the bucket is empty, far above the 10 ms least pushback.
@@ -21,7 +21,7 @@ fn limits() -> Limits {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_federated_call_waits_for_the_fleets_answer_and_carries_its_pushback() {
-    let Some(redis) = RedisServer::start("a_federated_call_waits", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

@@ -12,9 +12,9 @@ use tonic::Code;
 use tonic::transport::Channel;
 use tonic_hotpath::limits::{LimitsHandle, TenantLimitLayer};
 
-use crate::limits_support::request;
-use crate::stacks;
-use crate::support::{self, EchoClient, EchoService};
+use support::limits::request;
+use support::stacks;
+use support::{EchoClient, EchoService};
 
 /// The heavy-load tests take turns: each offers thousands of calls a
 /// second, and two at once on a 2-core machine would starve each other's
@@ -49,7 +49,7 @@ impl Replica {
     }
 
     /// [`start`](Self::start) with `echo` as the service.
-    pub async fn serving(layer: TenantLimitLayer, echo: impl crate::support::Echo) -> Self {
+    pub async fn serving(layer: TenantLimitLayer, echo: impl support::Echo) -> Self {
         let handle = layer.handle();
         let (addr, incoming) = support::bind().await;
         stacks::spawn_echo(layer, echo, incoming);
@@ -193,7 +193,7 @@ pub async fn offer_message(
                     }
                     Err(status) if status.code() == Code::ResourceExhausted => {
                         answers.refused.fetch_add(1, Ordering::Relaxed);
-                        let pushback = crate::limits_support::pushback(&status).unwrap_or(0);
+                        let pushback = support::limits::pushback(&status).unwrap_or(0);
                         answers
                             .max_pushback_ms
                             .fetch_max(pushback, Ordering::Relaxed);

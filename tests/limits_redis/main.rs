@@ -7,18 +7,6 @@
 //! `redis-server` is not installed each test says it is skipped; with
 //! `CI` set it fails instead.
 
-#[path = "../go_interop/mod.rs"]
-mod go_interop;
-#[path = "../limits_support/mod.rs"]
-mod limits_support;
-#[cfg(feature = "otel")]
-#[path = "../otel_support/mod.rs"]
-mod otel_support;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-#[path = "../support/mod.rs"]
-mod support;
-
 mod accuracy;
 mod auth;
 mod cluster;

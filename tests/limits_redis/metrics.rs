@@ -8,10 +8,10 @@ use std::time::Duration;
 use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::Replica;
-use crate::limits_support::call;
-use crate::otel_support::{Point, Sdk};
 use crate::redis_server::RedisServer;
-use crate::support::deadline;
+use support::deadline;
+use support::limits::call;
+use support::otel::{Point, Sdk};
 
 const ATTRS: &[(&str, &str)] = &[(RedisBackend::KEY_PREFIX_KEY, "metrics")];
 
@@ -50,7 +50,7 @@ async fn wait(what: &str, sdk: &Sdk, done: impl Fn(&Sdk) -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backend_exports_up_leases_and_the_fallbacks_time() {
-    let Some(mut redis) = RedisServer::start("the_backend_exports", &[]).await else {
+    let Some(mut redis) = RedisServer::start(&[]).await else {
         return;
     };
     let sdk = Sdk::exporting_on_demand();

@@ -11,7 +11,7 @@ use tonic_hotpath::limits::{Limits, Rate};
 use crate::accuracy::{shared_fleet, shared_fleet_with};
 use crate::fleet::{Answers, LOAD, Replica, Run, admitted_now, offer_counted, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::wait_until;
 
 const RATE: f64 = 1000.0;
 /// A small burst: each replica's fallback bucket (100 calls) drains within
@@ -80,7 +80,7 @@ async fn rate_over(answers: &[Arc<Answers>], window: Duration) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_falls_back_to_the_local_share_and_resumes_after_a_restart() {
-    let Some(mut redis) = RedisServer::start("a_killed_redis_falls_back", &[]).await else {
+    let Some(mut redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -148,7 +148,7 @@ async fn a_killed_redis_falls_back_to_the_local_share_and_resumes_after_a_restar
 /// slow the machine is, unlike a bound on the calls' latency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_redis_makes_no_call_wait_and_is_used_again_when_it_answers() {
-    let Some(redis) = RedisServer::start("a_paused_redis_makes_no_call_wait", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -211,7 +211,7 @@ async fn a_paused_redis_makes_no_call_wait_and_is_used_again_when_it_answers() {
 /// 0.75 R in all), and never above R.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_under_an_uneven_load_falls_back_by_share_near_the_fleet_rate() {
-    let Some(redis) = RedisServer::start("a_killed_redis_under_an_uneven_load", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

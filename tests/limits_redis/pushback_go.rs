@@ -14,10 +14,10 @@ use std::time::Duration;
 use tonic_hotpath::limits::{LeasePolicy, Limits, Rate, RedisBackend, TenantLimitLayer};
 
 use crate::fleet::LOAD;
-use crate::go_interop;
-use crate::limits_support::grpc_go::{Attempts, calls, go_client, serve_health};
 use crate::redis_server::RedisServer;
-use crate::support::wait_until;
+use support::go_interop;
+use support::limits::grpc_go::{Attempts, calls, go_client, serve_health};
+use support::wait_until;
 
 /// The tenant's fleet-wide rate: a unit every 250 ms, a burst of 4.
 const RATE: f64 = 4.0;
@@ -31,11 +31,10 @@ const ATTEMPTS: u32 = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_go_over_three_replicas_waits_the_fleet_pushback_and_is_admitted() {
-    let test = "grpc_go_over_three_replicas_waits_the_fleet_pushback";
     let Some(binary) = go_interop::go_program("tenant-go") else {
         return;
     };
-    let Some(redis) = RedisServer::start(test, &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

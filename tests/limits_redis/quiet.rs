@@ -113,8 +113,7 @@ async fn one_load(redis: &RedisServer, times: u64) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn near_and_over_the_limit_the_fleet_asks_redis_at_most_20_times_per_1000_calls() {
-    let test = "near_and_over_the_limit_the_fleet_asks_redis";
-    let Some(redis) = RedisServer::start(test, &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

@@ -5,17 +5,16 @@
 //! TLS too (`--port 0 --tls-port P`, certificates of a test PKI written
 //! into the server's directory).
 //!
-//! Where `redis-server` is missing, [`RedisServer::start`] prints that the
-//! test is skipped and returns `None`; with `CI` set it panics instead (a
-//! check that cannot run in CI must not pass there).
+//! Where `redis-server` is missing, [`RedisServer::start`] skips the test
+//! with a notice (`support::skip`) and returns `None`; with `CI` set it
+//! panics instead (a check that cannot run in CI must not pass there).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::stacks::tls::TestCerts;
-use crate::support;
+use support::stacks::tls::TestCerts;
 
 /// The commands the backend sends (its scripts and what they call, the
 /// `PING` that checks a connection): an ACL user for it needs these, and
@@ -43,25 +42,6 @@ pub struct RedisServer {
     tls: bool,
 }
 
-/// Whether `program` runs here; if not, skip (or fail under `CI`).
-pub fn available(program: &str, test: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: `{program}` is not installed, and CI is set: install redis-server \
-             (apt-get install redis-server)"
-        );
-        eprintln!("{test}: skipped: `{program}` is not installed (apt-get install redis-server)");
-    }
-    found
-}
-
 /// A port free on 127.0.0.1 whose cluster bus port (+10 000) is free too,
 /// both below the kernel's ephemeral range (32 768 and up on Linux): a
 /// port taken from that range could be the local port of some other
@@ -85,18 +65,23 @@ impl RedisServer {
     /// Starts a `redis-server` with `args` (e.g. `["--requirepass", "pw"]`)
     /// and waits until it answers; `None` (after a notice) where
     /// `redis-server` is missing.
-    pub async fn start(test: &str, args: &[&str]) -> Option<Self> {
-        Self::start_with(test, None, args).await
+    pub async fn start(args: &[&str]) -> Option<Self> {
+        Self::start_with(None, args).await
     }
 
     /// [`start`](Self::start) serving TLS only, with `certs`' server
     /// certificate and CA (`args` may add `--tls-auth-clients no`, say).
-    pub async fn start_tls(test: &str, certs: &TestCerts, args: &[&str]) -> Option<Self> {
-        Self::start_with(test, Some(certs), args).await
+    #[cfg(feature = "limits-redis-tls")]
+    pub async fn start_tls(certs: &TestCerts, args: &[&str]) -> Option<Self> {
+        Self::start_with(Some(certs), args).await
     }
 
-    async fn start_with(test: &str, certs: Option<&TestCerts>, args: &[&str]) -> Option<Self> {
-        if !available("redis-server", test) {
+    async fn start_with(certs: Option<&TestCerts>, args: &[&str]) -> Option<Self> {
+        if !support::skip::require(
+            "redis-server",
+            &["--version"],
+            "apt-get install redis-server",
+        ) {
             return None;
         }
         let port = free_port();
@@ -295,17 +280,18 @@ impl RedisCluster {
     /// Starts three cluster-enabled servers, joins them with
     /// `redis-cli --cluster create`, and waits until every node says the
     /// cluster is ok; `None` where `redis-server` is missing.
-    pub async fn start(test: &str) -> Option<Self> {
-        Self::start_with(test, None).await
+    pub async fn start() -> Option<Self> {
+        Self::start_with(None).await
     }
 
     /// [`start`](Self::start) over TLS (`--tls-cluster yes`: the cluster
     /// bus too; clients are not asked for certificates, nodes are).
-    pub async fn start_tls(test: &str, certs: &TestCerts) -> Option<Self> {
-        Self::start_with(test, Some(certs)).await
+    #[cfg(feature = "limits-redis-tls")]
+    pub async fn start_tls(certs: &TestCerts) -> Option<Self> {
+        Self::start_with(Some(certs)).await
     }
 
-    async fn start_with(test: &str, certs: Option<&TestCerts>) -> Option<Self> {
+    async fn start_with(certs: Option<&TestCerts>) -> Option<Self> {
         let mut nodes = Vec::new();
         let mut args = vec![
             "--cluster-enabled",
@@ -319,7 +305,7 @@ impl RedisCluster {
             args.extend(["--tls-cluster", "yes", "--tls-auth-clients", "no"]);
         }
         for _ in 0..3 {
-            nodes.push(RedisServer::start_with(test, certs, &args).await?);
+            nodes.push(RedisServer::start_with(certs, &args).await?);
         }
         let addresses: Vec<String> = nodes.iter().map(|node| node.addr().to_string()).collect();
         let output = Command::new("redis-cli")

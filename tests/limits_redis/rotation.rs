@@ -21,10 +21,10 @@ use tonic::Code;
 use tonic_hotpath::limits::{Limits, Rate, RedisBackend, RedisBackendBuilder, TenantLimitLayer};
 
 use crate::fleet::{LOAD, Replica};
-use crate::limits_support::request;
 use crate::log;
 use crate::redis_server::{BACKEND_COMMANDS, RedisCluster, RedisServer};
-use crate::support::wait_until;
+use support::limits::request;
+use support::wait_until;
 
 const OLD_PASSWORD: &str = "rotation-0ld-s3cret";
 const NEW_PASSWORD: &str = "rotation-n3w-s3cret";
@@ -200,9 +200,7 @@ fn check_log(address: &str, secrets: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_is_an_outage_until_it_is_back() {
     log::record();
-    let Some(redis) =
-        RedisServer::start("a_rotated_password", &["--requirepass", OLD_PASSWORD]).await
-    else {
+    let Some(redis) = RedisServer::start(&["--requirepass", OLD_PASSWORD]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -238,9 +236,7 @@ async fn a_rotated_password_is_an_outage_until_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
     log::record();
-    let Some(redis) =
-        RedisServer::start("an_acl_user_revoked", &["--requirepass", ADMIN_PASSWORD]).await
-    else {
+    let Some(redis) = RedisServer::start(&["--requirepass", ADMIN_PASSWORD]).await else {
         return;
     };
     admin(
@@ -287,10 +283,10 @@ async fn an_acl_user_whose_keys_are_revoked_is_an_outage_until_they_are_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
     log::record();
-    let Some(redis) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
-    let Some(primary) = RedisServer::start("a_primary_turned_replica", &[]).await else {
+    let Some(primary) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -315,7 +311,7 @@ async fn a_primary_turned_replica_is_an_outage_until_it_is_primary_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
     log::record();
-    let Some(cluster) = RedisCluster::start("a_rotated_password_on_a_cluster").await else {
+    let Some(cluster) = RedisCluster::start().await else {
         return;
     };
     let _turn = LOAD.lock().await;

@@ -15,10 +15,10 @@ use tonic_hotpath::limits::{
 };
 
 use crate::fleet::Replica;
-use crate::limits_support::{pushback, request};
 use crate::redis_server::{RedisCluster, RedisServer};
-use crate::stacks::tls::TestCerts;
-use crate::support::wait_until;
+use support::limits::{pushback, request};
+use support::stacks::tls::TestCerts;
+use support::wait_until;
 
 const PASSWORD: &str = "tls-s3cret";
 const NEW_PASSWORD: &str = "tls-n3w-s3cret";
@@ -82,9 +82,7 @@ async fn admits_the_burst(backend: RedisBackend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_tls_admits_calls_through_a_shared_layer() {
     let certs = TestCerts::generate();
-    let Some(redis) =
-        RedisServer::start_tls("server_tls", &certs, &["--tls-auth-clients", "no"]).await
-    else {
+    let Some(redis) = RedisServer::start_tls(&certs, &["--tls-auth-clients", "no"]).await else {
         return;
     };
     assert!(redis.url().starts_with("rediss://"));
@@ -99,7 +97,7 @@ async fn server_tls_admits_calls_through_a_shared_layer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_admits_calls_through_a_shared_layer() {
     let certs = TestCerts::generate();
-    let Some(redis) = RedisServer::start_tls("mutual_tls", &certs, &[]).await else {
+    let Some(redis) = RedisServer::start_tls(&certs, &[]).await else {
         return;
     };
     let backend = trusting(RedisBackend::builder(redis.url()), &certs, true)
@@ -114,7 +112,6 @@ async fn mutual_tls_admits_calls_through_a_shared_layer() {
 async fn a_server_certificate_not_signed_by_the_ca_is_a_clear_start_up_error() {
     let certs = TestCerts::generate();
     let Some(redis) = RedisServer::start_tls(
-        "untrusted_server",
         &certs,
         &["--tls-auth-clients", "no", "--requirepass", PASSWORD],
     )
@@ -155,7 +152,7 @@ async fn a_server_certificate_not_signed_by_the_ca_is_a_clear_start_up_error() {
 #[tokio::test]
 async fn mutual_tls_without_a_client_certificate_is_a_clear_start_up_error() {
     let certs = TestCerts::generate();
-    let Some(redis) = RedisServer::start_tls("no_client_cert", &certs, &[]).await else {
+    let Some(redis) = RedisServer::start_tls(&certs, &[]).await else {
         return;
     };
     let url = format!("rediss://:{PASSWORD}@127.0.0.1:{}/", redis.port());
@@ -182,9 +179,7 @@ async fn mutual_tls_without_a_client_certificate_is_a_clear_start_up_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_over_mutual_tls_is_recovered_with_the_same_certificates() {
     let certs = TestCerts::generate();
-    let Some(redis) =
-        RedisServer::start_tls("tls_rotation", &certs, &["--requirepass", PASSWORD]).await
-    else {
+    let Some(redis) = RedisServer::start_tls(&certs, &["--requirepass", PASSWORD]).await else {
         return;
     };
     let url = format!("rediss://:{PASSWORD}@127.0.0.1:{}/", redis.port());
@@ -216,7 +211,7 @@ async fn a_rotated_password_over_mutual_tls_is_recovered_with_the_same_certifica
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_over_tls_keeps_each_tenants_burst() {
     let certs = TestCerts::generate();
-    let Some(cluster) = RedisCluster::start_tls("cluster_tls", &certs).await else {
+    let Some(cluster) = RedisCluster::start_tls(&certs).await else {
         return;
     };
     // Taking turns with the load tests, as the plain cluster test does.

@@ -11,7 +11,7 @@ use tonic_hotpath::limits::{Limits, Rate, RedisBackend, TenantBudgetExt, TenantL
 
 use crate::fleet::{Answers, LOAD, Replica, offer_message, weighted};
 use crate::redis_server::RedisServer;
-use crate::support::{EchoRequest, EchoResponse, UnaryHandler, UnaryOnly, wait_until};
+use support::{EchoOverride, EchoRequest, EchoResponse, wait_until};
 
 /// Samples a second and the burst, for the whole fleet.
 const WORK_RATE: f64 = 10_000.0;
@@ -24,7 +24,7 @@ const SAMPLES: u64 = 100;
 struct Distributor;
 
 #[tonic::async_trait]
-impl UnaryHandler for Distributor {
+impl EchoOverride for Distributor {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let samples: u64 = request
             .get_ref()
@@ -52,7 +52,7 @@ async fn distributors(redis: &RedisServer, prefix: &str) -> Vec<Replica> {
             .await
             .expect("connect to redis-server");
         let layer = TenantLimitLayer::new(limits).shared(backend);
-        replicas.push(Replica::serving(layer, UnaryOnly(Distributor)).await);
+        replicas.push(Replica::serving(layer, Distributor).await);
     }
     wait_until("each replica to count three replicas", || {
         replicas
@@ -65,7 +65,7 @@ async fn distributors(redis: &RedisServer, prefix: &str) -> Vec<Replica> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_percent() {
-    let Some(redis) = RedisServer::start("three_distributors", &[]).await else {
+    let Some(redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;
@@ -108,7 +108,7 @@ async fn three_distributors_admit_the_fleet_work_budget_within_a_request_and_2_p
 /// above it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_falls_back_to_each_distributors_share_of_the_work() {
-    let Some(mut redis) = RedisServer::start("work_falls_back_by_share", &[]).await else {
+    let Some(mut redis) = RedisServer::start(&[]).await else {
         return;
     };
     let _turn = LOAD.lock().await;

@@ -3,15 +3,10 @@
 //! module in `tests/proptest-regressions/<file stem>.txt`: with a main.rs
 //! above the source file, that is where its default persistence looks.
 
-#[path = "../alloc_count/mod.rs"]
-mod alloc_count;
-#[path = "../support/mod.rs"]
-mod support;
-
 /// For `metadata_alloc`; it counts per thread, so the other tests of this
 /// binary, running in parallel, do not disturb its counts.
 #[global_allocator]
-static GLOBAL: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
+static GLOBAL: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod metadata;
 mod metadata_alloc;

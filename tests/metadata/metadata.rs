@@ -3,12 +3,10 @@
 //! client. The server echoes back every `x-` metadata pair it received.
 #![cfg(feature = "grpc")]
 
-use crate::support;
-
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, ResponseStream};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, ResponseStream};
 use tonic::metadata::{KeyAndValueRef, MetadataMap, MetadataValue};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
@@ -55,43 +53,29 @@ fn hex(bytes: &[u8]) -> String {
 struct MetadataEcho;
 
 #[tonic::async_trait]
-impl Echo for MetadataEcho {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for MetadataEcho {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         Ok(Response::new(EchoResponse {
             message: render(request.metadata()),
         }))
     }
 
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
-    ) -> Result<Response<Self::ServerStreamingEchoStream>, Status> {
+    ) -> Result<Response<ResponseStream>, Status> {
         let message = render(request.metadata());
         let reply = Ok(EchoResponse { message });
         Ok(Response::new(Box::pin(tokio_stream::iter([reply]))))
     }
 
-    async fn client_streaming_echo(
+    async fn client_streaming(
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<EchoResponse>, Status> {
         Ok(Response::new(EchoResponse {
             message: render(request.metadata()),
         }))
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        _request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<Self::BidirectionalStreamingEchoStream>, Status> {
-        Err(Status::unimplemented("not used by these tests"))
     }
 }
 

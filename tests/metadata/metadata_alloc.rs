@@ -8,7 +8,7 @@ use http::HeaderMap;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic_hotpath::metadata::{MetadataEntry, OutgoingMetadata};
 
-use crate::alloc_count::allocations;
+use support::alloc_count::allocations;
 
 /// Runs `f` and returns its result with the allocations it made.
 fn count<T>(f: impl FnOnce() -> T) -> (T, usize) {

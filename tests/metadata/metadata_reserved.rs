@@ -4,13 +4,11 @@
 //! incoming map (issue #12, items 2 and 3).
 #![cfg(feature = "grpc")]
 
-use crate::support;
-
 use std::time::Duration;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use support::{EchoClient, EchoRequest, EchoResponse, EchoServer, UnaryHandler, UnaryOnly};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 use tonic_hotpath::metadata::{
@@ -189,7 +187,7 @@ fn base_order_table() {
 struct SlowHeaderEcho;
 
 #[tonic::async_trait]
-impl UnaryHandler for SlowHeaderEcho {
+impl EchoOverride for SlowHeaderEcho {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let headers = request.metadata().as_ref();
@@ -227,7 +225,7 @@ async fn a_stale_grpc_timeout_in_a_forwarded_incoming_map_does_not_cancel_the_ca
     let (addr, incoming) = support::bind().await;
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(EchoServer::new(UnaryOnly(SlowHeaderEcho)))
+            .add_service(EchoServer::new(SlowHeaderEcho))
             .serve_with_incoming(incoming),
     );
     let mut client = EchoClient::new(

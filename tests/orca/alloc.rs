@@ -6,9 +6,9 @@
 use tonic_hotpath::orca::ServerMetricsRecorder;
 use tonic_hotpath::orca::server::CallMetricsLayer;
 
-use crate::orca_support::records::Records;
+use support::orca::records::Records;
 
-use super::stats_harness::{allocations_per_in_process_rpc, layered_echo_routes};
+use support::stats_harness::{allocations_per_in_process_rpc, layered_echo_routes};
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_that_records_nothing_allocates_nothing_more() {
@@ -34,9 +34,9 @@ async fn a_call_that_records_nothing_allocates_nothing_more() {
     let recording = tower::ServiceBuilder::new()
         .layer(CallMetricsLayer::new())
         .layer(tower::layer::layer_fn(Records))
-        .service(tonic::service::Routes::new(
-            super::support::EchoServer::new(super::support::EchoService),
-        ));
+        .service(tonic::service::Routes::new(support::EchoServer::new(
+            support::EchoService,
+        )));
     let taken = allocations_per_in_process_rpc(&recording, CALLS).await;
     assert!(
         taken > without,

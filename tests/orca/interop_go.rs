@@ -15,8 +15,8 @@
 //!   them evenly.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache,
-//! for the first build); without `go` each test prints why and passes, or
-//! fails when `CI` is set.
+//! for the first build); without `go` each test is skipped with a notice
+//! (`support::skip`), or fails when `CI` is set.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::go_interop;
-use crate::orca_support::test_service::{Orca, serve};
+use support::go_interop;
+use support::orca::test_service::{Orca, serve};
 
 /// The service config grpc-go's interop client is run with for the ORCA
 /// cases (as gRPC's interop test runner gives it).
@@ -39,9 +39,9 @@ const CHILD_DEADLINE: Duration = Duration::from_secs(120);
 
 /// `go build` of `package` in `interop/orca-go` as `name`, once per test
 /// process; `None` (the test is skipped) without `go`.
-fn orca_go(name: &'static str, package: &str, test: &str) -> Option<PathBuf> {
+fn orca_go(name: &'static str, package: &str) -> Option<PathBuf> {
     static BUILT: Mutex<BTreeMap<&'static str, PathBuf>> = Mutex::new(BTreeMap::new());
-    if !go_interop::go_available(test) {
+    if !go_interop::go_available() {
         return None;
     }
     let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
@@ -52,17 +52,16 @@ fn orca_go(name: &'static str, package: &str, test: &str) -> Option<PathBuf> {
 }
 
 /// grpc-go's interop client (`google.golang.org/grpc/interop/client`).
-fn interop_client(test: &str) -> Option<PathBuf> {
+fn interop_client() -> Option<PathBuf> {
     orca_go(
         "orca-interop-client",
         "google.golang.org/grpc/interop/client",
-        test,
     )
 }
 
 /// The WRR driver (`interop/orca-go/wrr`).
-fn wrr_driver(test: &str) -> Option<PathBuf> {
-    orca_go("orca-wrr", "./wrr", test)
+fn wrr_driver() -> Option<PathBuf> {
+    orca_go("orca-wrr", "./wrr")
 }
 
 /// Runs `binary` with `args` to its end (or kills it at
@@ -110,7 +109,7 @@ async fn interop_case(binary: &PathBuf, addr: SocketAddr, case: &str) {
 
 #[tokio::test]
 async fn grpc_go_interop_orca_per_rpc() {
-    let Some(client) = interop_client("grpc-go's orca_per_rpc interop case") else {
+    let Some(client) = interop_client() else {
         return;
     };
     let (addr, _recorder) = serve("interop", Orca::Interop).await;
@@ -119,7 +118,7 @@ async fn grpc_go_interop_orca_per_rpc() {
 
 #[tokio::test]
 async fn grpc_go_interop_orca_oob() {
-    let Some(client) = interop_client("grpc-go's orca_oob interop case") else {
+    let Some(client) = interop_client() else {
         return;
     };
     let (addr, _recorder) = serve("interop", Orca::Interop).await;
@@ -130,7 +129,7 @@ async fn grpc_go_interop_orca_oob() {
 async fn grpc_go_interop_basic_cases_against_the_test_service() {
     // The ORCA cases lean on the service answering as grpc-go's does: these
     // check it on the cases it implements.
-    let Some(client) = interop_client("grpc-go's basic interop cases") else {
+    let Some(client) = interop_client() else {
         return;
     };
     let (addr, _recorder) = serve("interop", Orca::Interop).await;
@@ -235,7 +234,7 @@ const EVEN_SHARES: [(&str, f64); 3] = [("a", 1.0 / 3.0), ("b", 1.0 / 3.0), ("c",
 
 #[tokio::test]
 async fn grpc_go_weighted_round_robin_follows_per_call_reports() {
-    let Some(driver) = wrr_driver("grpc-go's weighted_round_robin over per-call reports") else {
+    let Some(driver) = wrr_driver() else {
         return;
     };
     let addrs = weighted_servers().await;
@@ -245,7 +244,7 @@ async fn grpc_go_weighted_round_robin_follows_per_call_reports() {
 
 #[tokio::test]
 async fn grpc_go_weighted_round_robin_follows_oob_reports() {
-    let Some(driver) = wrr_driver("grpc-go's weighted_round_robin over out-of-band reports") else {
+    let Some(driver) = wrr_driver() else {
         return;
     };
     let addrs = weighted_servers().await;
@@ -255,7 +254,7 @@ async fn grpc_go_weighted_round_robin_follows_oob_reports() {
 
 #[tokio::test]
 async fn grpc_go_weighted_round_robin_without_reports_is_even() {
-    let Some(driver) = wrr_driver("grpc-go's weighted_round_robin without reports") else {
+    let Some(driver) = wrr_driver() else {
         return;
     };
     // The same policy over servers that report nothing: no weight is ever

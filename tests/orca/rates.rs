@@ -10,7 +10,7 @@ use tonic_hotpath::stats::CombinedLayer;
 use tower::ServiceBuilder;
 
 use super::server::{request, serve_with, unary};
-use crate::orca_support::grpc_testing::SimpleRequest;
+use support::orca::grpc_testing::SimpleRequest;
 
 #[tokio::test]
 async fn counted_calls_become_qps_and_eps_in_the_report() {

@@ -20,9 +20,9 @@ use tonic_hotpath::orca::{
 };
 use tower::{BoxError, Layer, Service};
 
-use crate::orca_support::grpc_testing::test_service_client::TestServiceClient;
-use crate::orca_support::grpc_testing::test_service_server::{TestService, TestServiceServer};
-use crate::orca_support::grpc_testing::{
+use support::orca::grpc_testing::test_service_client::TestServiceClient;
+use support::orca::grpc_testing::test_service_server::{TestService, TestServiceServer};
+use support::orca::grpc_testing::{
     Empty, ResponseParameters, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
     StreamingInputCallResponse, StreamingOutputCallRequest, StreamingOutputCallResponse,
 };

@@ -21,11 +21,11 @@ use tonic_hotpath::orca::server::CallMetricsLayer;
 use tower::ServiceExt;
 use tower::layer::util::Identity;
 
-use crate::h2_reply::{self, Reply};
 use crate::orca_stacks::{OrcaEcho, expected, quick_group, reading, unary};
-use crate::stacks::junk::{H2Reply, grpc_request, h2_connect, h2_send};
-use crate::stacks::{ServerTask, UNARY_PATH, echo_frame, frame, serve, spawn_echo};
-use crate::support::{self, EchoClient, EchoRequest, bind, wait_until};
+use support::h2_reply::{self, Reply};
+use support::stacks::junk::{H2Reply, grpc_request, h2_connect, h2_send};
+use support::stacks::{ServerTask, UNARY_PATH, echo_frame, frame, serve, spawn_echo};
+use support::{EchoClient, EchoRequest, bind, wait_until};
 
 const CLIENT_STREAMING_PATH: &str = "/hotpath.echo.Echo/ClientStreamingEcho";
 

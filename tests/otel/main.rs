@@ -2,26 +2,10 @@
 //! former test file a module: `otel_stacks` needs the `bench-internals`
 //! feature, so it is built only with it.
 
-#[cfg(feature = "bench-internals")]
-#[path = "../compression_support/mod.rs"]
-mod compression_support;
-#[path = "../go_interop/mod.rs"]
-mod go_interop;
-#[path = "../otel_harness/mod.rs"]
-mod otel_harness;
-#[path = "../otel_support/mod.rs"]
-mod otel_support;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../support/mod.rs"]
-mod support;
-
 /// For `otel_metrics_alloc`; it counts per thread, so the other tests of
 /// this binary, running in parallel, do not disturb its counts.
 #[global_allocator]
-static ALLOCATOR: stats_harness::CountingAllocator = stats_harness::CountingAllocator;
+static ALLOCATOR: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod otel_interop_go;
 mod otel_metrics;

@@ -2,14 +2,11 @@
 //! over 127.0.0.1, read back from the OpenTelemetry SDK's in-memory
 //! exporter: names, units, attributes, bucket boundaries and values.
 
-use crate::otel_support;
-use crate::support;
-
 use std::time::Duration;
 
-use otel_support::{LATENCY, Point, SIZES, Sdk, attrs_of, histogram};
+use support::otel::{LATENCY, Point, SIZES, Sdk, attrs_of, histogram};
 use support::{
-    EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, UnaryHandler, UnaryOnly,
+    EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
     wait_until,
 };
 use tokio_stream::StreamExt;
@@ -306,12 +303,13 @@ async fn otel_streaming_sizes_add_up_every_message() {
 }
 
 /// Answers each unary call by its message: `denied` fails with
-/// PERMISSION_DENIED, `sleep` waits 10 s (for deadlines and cancels).
+/// PERMISSION_DENIED, `sleep` waits 10 s (for deadlines and cancels);
+/// server streaming answers UNIMPLEMENTED.
 #[derive(Debug, Default)]
 struct Scripted;
 
 #[tonic::async_trait]
-impl UnaryHandler for Scripted {
+impl EchoOverride for Scripted {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         match request.into_inner().message.as_str() {
             "denied" => Err(Status::permission_denied("no")),
@@ -324,6 +322,14 @@ impl UnaryHandler for Scripted {
             })),
         }
     }
+
+    /// A registered method the service does not implement.
+    async fn server_streaming(
+        &self,
+        _: Request<EchoRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        Err(Status::unimplemented("unary only"))
+    }
 }
 
 fn ended(method: &'static str, status: &'static str) -> [(&'static str, &'static str); 2] {
@@ -332,7 +338,7 @@ fn ended(method: &'static str, status: &'static str) -> [(&'static str, &'static
 
 #[tokio::test]
 async fn otel_error_status_on_both_sides() {
-    let (sdk, mut client, target) = registered_pair(UnaryOnly(Scripted)).await;
+    let (sdk, mut client, target) = registered_pair(Scripted).await;
     let status = client.unary_echo(request("denied")).await.unwrap_err();
     assert_eq!(status.code(), Code::PermissionDenied);
     // A registered method the service does not implement.
@@ -371,7 +377,7 @@ async fn otel_error_status_on_both_sides() {
 
 #[tokio::test]
 async fn otel_deadline_exceeded_on_both_sides() {
-    let (sdk, mut client, target) = registered_pair(UnaryOnly(Scripted)).await;
+    let (sdk, mut client, target) = registered_pair(Scripted).await;
     let mut call = Request::new(request("sleep"));
     call.set_timeout(Duration::from_millis(100));
     client.unary_echo(call).await.unwrap_err();
@@ -400,7 +406,7 @@ async fn otel_deadline_exceeded_on_both_sides() {
 
 #[tokio::test]
 async fn otel_cancelled_call_on_both_sides() {
-    let (sdk, client, target) = registered_pair(UnaryOnly(Scripted)).await;
+    let (sdk, client, target) = registered_pair(Scripted).await;
     // The application gives up on the call: its future is dropped.
     let mut cancelling = client.clone();
     let call = tokio::spawn(async move { cancelling.unary_echo(request("sleep")).await });

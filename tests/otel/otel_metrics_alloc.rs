@@ -6,18 +6,17 @@
 //! and on the server stack in process. Run with `--nocapture` to see the
 //! figures.
 
-use crate::otel_support;
-use crate::stats_harness;
+use support::stats_harness;
 
 use http::HeaderValue;
 use opentelemetry::metrics::{MeterProvider, NoopMeterProvider};
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
-use otel_support::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 use stats_harness::{
     Noop, UNARY_PATH, allocations_per_call, allocations_per_in_process_rpc, call_in_process,
     current_thread_runtime, layered_echo_routes, unary_body, unary_request,
 };
 use std::time::Instant;
+use support::otel::{drive_rpc, drive_rpc_with_headers, org_id_headers, sdk_provider};
 
 use tonic::Code;
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};

@@ -8,8 +8,7 @@
 //! Without the feature both record with attribute sets, and the tests
 //! still hold.
 
-use crate::otel_harness::Ends;
-use crate::support;
+use support::otel_harness::Ends;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,14 +20,11 @@ use opentelemetry_sdk::metrics::{
     Aggregation, InMemoryMetricExporter, InMemoryMetricExporterBuilder, Instrument, PeriodicReader,
     SdkMeterProvider, Stream, Temporality,
 };
-use support::{
-    Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, ResponseStream,
-    wait_until,
-};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, wait_until};
 use tokio_stream::StreamExt;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{ClientSide, Combined, CombinedLayer, CombinedService};
 
@@ -192,11 +188,8 @@ fn export(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec
 struct Scripted;
 
 #[tonic::async_trait]
-impl Echo for Scripted {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for Scripted {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let message = request.into_inner().message;
         match message.strip_prefix("code ") {
             Some(code) => {
@@ -205,31 +198,6 @@ impl Echo for Scripted {
             }
             None => Ok(Response::new(EchoResponse { message })),
         }
-    }
-
-    type ServerStreamingEchoStream = ResponseStream;
-
-    async fn server_streaming_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.server_streaming_echo(request).await
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ResponseStream>, Status> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 
@@ -566,10 +534,10 @@ async fn otel_bound_instruments_follow_the_sdks_views() {
         metrics(&bound, true),
         metrics(&Unrecognised(unbound.clone()), true),
     ];
-    let headers = crate::otel_support::org_id_headers(Some("team-a"));
+    let headers = support::otel::org_id_headers(Some("team-a"));
     for handler in &handlers {
         for code in [Code::Ok, Code::NotFound, Code::Ok] {
-            crate::otel_support::drive_rpc_with_headers(
+            support::otel::drive_rpc_with_headers(
                 handler,
                 tonic_hotpath::stats::Side::Server,
                 UNARY_PATH,

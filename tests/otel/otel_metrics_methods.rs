@@ -5,9 +5,6 @@
 //! handler. Against tonic's health service over 127.0.0.1, read back
 //! from the SDK's in-memory exporter.
 
-use crate::otel_support;
-use crate::support;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use otel_support::{Counts, Sdk, attrs_of};
+use support::otel::{Counts, Sdk, attrs_of};
 use support::wait_until;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};

@@ -5,12 +5,9 @@
 //! the method-proof rule with tenants; and 100 000 hostile ids driven
 //! through the handler in process.
 
-use crate::otel_support;
-use crate::support;
-
 use std::collections::BTreeMap;
 
-use otel_support::{
+use support::otel::{
     Point, Sdk, drive_rpc_with_headers, drive_unanswered_server_rpc, org_id_headers,
 };
 use support::{EchoClient, EchoRequest, EchoServer, EchoService, wait_until};
@@ -140,7 +137,7 @@ async fn otel_tenant_allow_list_names_listed_tenants_and_documents_the_rest() {
         ),
         Some(Point::Counter(2))
     );
-    let (count, _, _) = otel_support::histogram(sdk.point(
+    let (count, _, _) = support::otel::histogram(sdk.point(
         "grpc.server.call.duration",
         &[
             ("grpc.method", UNARY),
@@ -149,7 +146,7 @@ async fn otel_tenant_allow_list_names_listed_tenants_and_documents_the_rest() {
         ],
     ));
     assert_eq!(count, 2);
-    let (count, _, _) = otel_support::histogram(sdk.point(
+    let (count, _, _) = support::otel::histogram(sdk.point(
         "grpc.client.call.duration",
         &[
             ("grpc.method", UNARY),
@@ -350,7 +347,7 @@ fn otel_tenant_waits_for_the_method_proof_and_carries_the_tenant() {
     };
     assert_eq!(started("other"), Some(Point::Counter(1)));
     assert_eq!(started("pkg.Learned/Method"), Some(Point::Counter(1)));
-    let (count, _, _) = otel_support::histogram(sdk.point(
+    let (count, _, _) = support::otel::histogram(sdk.point(
         "grpc.server.call.duration",
         &[
             ("grpc.method", "other"),

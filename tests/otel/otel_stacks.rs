@@ -5,18 +5,15 @@
 //! A72's message events carry `message-size` (uncompressed) and
 //! `message-size-compressed`, as grpc-go's do (item 3).
 
-use crate::compression_support;
-use crate::otel_harness;
-use crate::otel_support;
-use crate::stacks;
-use crate::support;
+use support::otel_harness;
+use support::stacks;
 
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::SpanData;
 use otel_harness::{attribute, provider, span, wait_for_spans};
-use otel_support::{Sdk, histogram};
 use prost::Message;
 use stacks::compress::{compressing_client, compressing_routes, message_of_size};
+use support::otel::{Sdk, histogram};
 use support::{EchoRequest, EchoService};
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Server;
@@ -81,7 +78,7 @@ async fn otel_handlers_measure_compressed_messages_both_ways() {
 
     let encoded = EchoRequest { message }.encode_to_vec();
     let length = encoded.len() as i64;
-    let compressed = compression_support::compress(Encoding::Gzip, &encoded).len() as i64;
+    let compressed = support::compression::compress(Encoding::Gzip, &encoded).len() as i64;
     assert!(compressed < length / 10, "{compressed} of {length}");
 
     // A72: both directions, both sides.

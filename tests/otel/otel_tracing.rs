@@ -4,8 +4,7 @@
 //! both propagators, a server that calls another server continuing the
 //! trace, malformed propagation headers, and composition with other
 //! handlers and layers. Statuses and message events: `otel_tracing_status`.
-use crate::otel_harness;
-use crate::support;
+use support::otel_harness;
 
 use otel_harness::*;
 

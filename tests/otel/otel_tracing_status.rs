@@ -1,7 +1,7 @@
 //! gRFC A72 tracing (`otel::OtelTracing`): span statuses for an
 //! error, a deadline and a cancelled call, and message events numbered per
 //! direction on a streaming call, over real tonic servers and clients.
-use crate::otel_harness;
+use support::otel_harness;
 
 use otel_harness::*;
 

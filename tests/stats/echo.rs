@@ -1,5 +1,4 @@
 //! The shared echo service works over real TCP for every RPC kind.
-use crate::support;
 
 use support::{EchoClient, EchoRequest};
 use tokio_stream::StreamExt;

@@ -4,25 +4,11 @@
 //! `stats_compression` and `stats_compression_len` need the
 //! `bench-internals` feature, so they are built only with it.
 
-#[cfg(feature = "bench-internals")]
-#[path = "../compression_support/mod.rs"]
-mod compression_support;
-#[path = "../h2_reply/mod.rs"]
-mod h2_reply;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-#[path = "../stats_events/mod.rs"]
-mod stats_events;
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../support/mod.rs"]
-mod support;
-
 /// For `stats_alloc` and `stats_threads`; it counts per thread, so the
 /// other tests of this binary, running in parallel, do not disturb their
 /// counts.
 #[global_allocator]
-static ALLOCATOR: stats_harness::CountingAllocator = stats_harness::CountingAllocator;
+static ALLOCATOR: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod echo;
 mod stacks_smoke;

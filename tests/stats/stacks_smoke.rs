@@ -1,10 +1,9 @@
-//! Smoke tests for `tests/stacks`: each real stack works, without the
+//! Smoke tests for `support::stacks`: each real stack works, without the
 //! crate's layers (a pass-through `Identity` or a [`ProbeLayer`] where a
 //! layer goes), so regression tests can put the crate's layers in the
 //! same places and compare.
 
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
 use std::net::SocketAddr;
 

@@ -2,8 +2,6 @@
 //! exact event sequences for every RPC kind, errors, deadlines,
 //! cancellation, handler counts and connection events.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,11 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prost::Message;
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService, wait_until};
+use support::{
+    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
+    ResponseStream, wait_until,
+};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Server};
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::stats::{
     ClientSide, CombinedLayer, CombinedService, ConnEvent, ConnInfo, RpcEvent, RpcInfo, ServerSide,
     Side, StatsHandler,
@@ -373,23 +374,18 @@ async fn bidi_event_order_per_direction() {
 struct Failing;
 
 #[tonic::async_trait]
-impl Echo for Failing {
-    async fn unary_echo(
-        &self,
-        request: Request<EchoRequest>,
-    ) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for Failing {
+    async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         if request.get_ref().message == "sleep" {
             tokio::time::sleep(Duration::from_secs(10)).await;
         }
         Err(Status::not_found("no such echo"))
     }
 
-    type ServerStreamingEchoStream = support::ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         request: Request<EchoRequest>,
-    ) -> Result<Response<Self::ServerStreamingEchoStream>, Status> {
+    ) -> Result<Response<ResponseStream>, Status> {
         if request.get_ref().message == "forever" {
             let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(
                 Duration::from_millis(5),
@@ -408,22 +404,6 @@ impl Echo for Failing {
             Err(Status::not_found("gone midway")),
         ];
         Ok(Response::new(Box::pin(tokio_stream::iter(items))))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        _request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    type BidirectionalStreamingEchoStream = support::ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        _request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<Self::BidirectionalStreamingEchoStream>, Status> {
-        Err(Status::unimplemented("not here"))
     }
 }
 

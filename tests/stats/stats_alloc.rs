@@ -2,18 +2,17 @@
 //! in process on the server stack (deterministic) and over loopback with a
 //! real client and server.
 
-use crate::stats_harness;
-use crate::support;
+use support::stats_harness;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use stats_harness::{
-    allocations_per_call, allocations_per_in_process_rpc, combined, current_thread_runtime,
-    echo_transport, layered_echo_routes, loopback_client, one_rpc, open_linked_connection,
+    allocations_per_call, allocations_per_in_process_rpc, current_thread_runtime, echo_transport,
+    layered_echo_routes, one_rpc, open_linked_connection,
 };
-use support::{EchoClient, EchoServer, EchoService};
+use support::{EchoClient, EchoServer, EchoService, combined, loopback_client};
 use tonic::codegen::StdError;
 use tonic_hotpath::stats::{CombinedLayer, RpcInfo, ServerSide, StatsHandler};
 use tower::Layer;

@@ -5,11 +5,9 @@
 //! `OutPayload` do; a message that cannot be decompressed is an error on
 //! `End` with the code its receiver gave, not a size.
 
-use crate::compression_support;
-use crate::h2_reply;
-use crate::stacks;
-use crate::stats_events;
-use crate::support;
+use support::h2_reply;
+use support::stacks;
+use support::stats_events;
 
 use std::sync::Arc;
 
@@ -47,7 +45,7 @@ fn compressed_payload(encoding: CompressionEncoding, message: &str) -> Payload<'
         message: message.to_owned(),
     }
     .encode_to_vec();
-    let compressed = compression_support::compress(ours(encoding), &encoded);
+    let compressed = support::compression::compress(ours(encoding), &encoded);
     Payload::compressed(encoded.len() as u32, compressed.len() as u32)
 }
 
@@ -186,7 +184,7 @@ fn is_corrupt(error: &Option<RpcError>) -> bool {
 
 /// A gzip-compressed response frame of `data`.
 fn gzip_frame(data: &[u8]) -> Bytes {
-    stacks::frame(1, &compression_support::compress(Encoding::Gzip, data))
+    stacks::frame(1, &support::compression::compress(Encoding::Gzip, data))
 }
 
 /// Item 5: a response message that does not decompress: tonic hands the

@@ -10,13 +10,11 @@
 //! disagreements on corrupt input are measured and printed by
 //! `ruzstd_disagreements_on_mutated_messages`).
 
-use crate::compression_support;
-
-use compression_support::{
+use proptest::prelude::*;
+use support::compression::{
     DEFAULT_LIMIT, ENCODINGS, Rng, Verdict, compress, protobuf_like, read_all, reference_verdict,
     tonic_verdict,
 };
-use proptest::prelude::*;
 use tonic::Code;
 use tonic_hotpath::stats::compression::{
     DecompressError, Encoding, ruzstd_len, uncompressed_len, uncompressed_len_fresh,

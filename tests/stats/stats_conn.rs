@@ -4,8 +4,6 @@
 //! peer (also across a reconnect and on a lazy channel), and a server
 //! layer that only takes its own connections' state.
 
-use crate::support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,8 +2,7 @@
 //! `CombinedLayer`, the request body a real `tonic::body::Body`) is
 //! recorded in `End::error`, never a panic, and `End` still comes once.
 
-use crate::stats_harness;
-use crate::support;
+use support::stats_harness;
 
 use std::sync::{Arc, Mutex};
 

@@ -11,9 +11,9 @@ use prost::Message as _;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Server;
 
-use crate::stacks;
-use crate::stacks::compress::{ENCODINGS, compressing_client, compressing_routes, layered_pair};
-use crate::support::{self, EchoRequest, EchoResponse, EchoService};
+use support::stacks;
+use support::stacks::compress::{ENCODINGS, compressing_client, compressing_routes, layered_pair};
+use support::{EchoRequest, EchoResponse, EchoService};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, StatsHandler};
 
 /// What a data-asking handler saw, in order: `("in"|"out", bytes)` per

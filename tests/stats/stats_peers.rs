@@ -4,8 +4,6 @@
 //! connection or sends broken gRPC framing to a tonic client over a real
 //! `Channel`, and clients that cancel calls on a real tonic server.
 
-use crate::support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,10 +11,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use support::{Echo, EchoClient, EchoRequest, EchoResponse, EchoServer, EchoService};
+use support::{
+    Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
+    ResponseStream,
+};
 use tokio_stream::StreamExt;
 use tonic::transport::{Channel, Server};
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::stats::frame::FrameError;
 use tonic_hotpath::stats::{
     CombinedLayer, CombinedService, Direction, RpcError, RpcEvent, ServerSide, StatsHandler,
@@ -420,39 +421,21 @@ async fn four_gib_request_prefix_gives_no_payload_event_on_the_server() {
 struct Slow;
 
 #[tonic::async_trait]
-impl Echo for Slow {
-    async fn unary_echo(&self, _: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
+impl EchoOverride for Slow {
+    async fn unary(&self, _: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         tokio::time::sleep(Duration::from_secs(10)).await;
         Err(Status::internal("too late"))
     }
 
-    type ServerStreamingEchoStream = support::ResponseStream;
-
-    async fn server_streaming_echo(
+    async fn server_streaming(
         &self,
         _: Request<EchoRequest>,
-    ) -> Result<Response<Self::ServerStreamingEchoStream>, Status> {
+    ) -> Result<Response<ResponseStream>, Status> {
         let first = tokio_stream::once(Ok(EchoResponse {
             message: "first".to_owned(),
         }));
         let stall = tokio_stream::pending();
         Ok(Response::new(Box::pin(first.chain(stall))))
-    }
-
-    async fn client_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<EchoResponse>, Status> {
-        EchoService.client_streaming_echo(request).await
-    }
-
-    type BidirectionalStreamingEchoStream = support::ResponseStream;
-
-    async fn bidirectional_streaming_echo(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<Self::BidirectionalStreamingEchoStream>, Status> {
-        EchoService.bidirectional_streaming_echo(request).await
     }
 }
 

@@ -2,8 +2,6 @@
 //! recycled without carrying any handler state from one RPC into the next,
 //! and a service behind `StatsIncoming` still sees its peer's address.
 
-use crate::support;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -6,10 +6,9 @@
 //! Real tonic clients and servers on 127.0.0.1; the misbehaving peer is a
 //! raw `h2` server.
 
-use crate::h2_reply;
-use crate::stacks;
-use crate::stats_events;
-use crate::support;
+use support::h2_reply;
+use support::stacks;
+use support::stats_events;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2_reply::Reply;
 use stats_events::{EventLog, LoggedClient, logged_client};
-use support::{EchoClient, EchoRequest, EchoServer, EchoService, UnaryHandler, UnaryOnly};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoServer, EchoService};
 use tonic::transport::Server;
 use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::stats::frame::FrameError;
@@ -265,7 +264,7 @@ fn echo_len(message: &str) -> u32 {
 struct Stuck(Arc<AtomicUsize>);
 
 #[tonic::async_trait]
-impl UnaryHandler for Stuck {
+impl EchoOverride for Stuck {
     async fn unary(
         &self,
         _: Request<EchoRequest>,
@@ -298,7 +297,7 @@ async fn tower_layers_inside_the_stats_layer_end_with_what_the_client_gets() {
     tokio::spawn(
         Server::builder()
             .layer(stack)
-            .add_service(EchoServer::new(UnaryOnly(stuck.clone())))
+            .add_service(EchoServer::new(stuck.clone()))
             .serve_with_incoming(incoming),
     );
     let mut first = EchoClient::new(support::connect(addr).await);

@@ -5,9 +5,8 @@
 //! connection wrappers, for TCP, TLS with client certificates and Unix
 //! sockets (item 6).
 
-use crate::stacks;
-use crate::stats_events;
-use crate::support;
+use support::stacks;
+use support::stats_events;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! records are recycled per thread (no allocation per RPC on any thread,
 //! as on one), and nothing is left behind when the service goes away.
 
-use crate::stats_harness;
+use support::stats_harness;
 
 use std::sync::Arc;
 

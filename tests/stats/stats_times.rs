@@ -2,8 +2,6 @@
 //! when any handler of the layer wants them, absent (no clock read) when
 //! every handler opts out with `PAYLOAD_TIMES = false`.
 
-use crate::support;
-
 use std::sync::{Arc, Mutex};
 
 use support::{EchoClient, EchoRequest, EchoServer, EchoService};

@@ -5,31 +5,11 @@
 //! `otel`, `channelz` and `binlog` features, so they are built only with
 //! them.
 
-#[path = "../go_interop/mod.rs"]
-mod go_interop;
-#[path = "../limits_support/mod.rs"]
-mod limits_support;
-#[cfg(feature = "otel")]
-#[path = "../otel_support/mod.rs"]
-mod otel_support;
-#[path = "../stacks/mod.rs"]
-mod stacks;
-/// For `tenant_limits_operator` (the in-process calls); its counting
-/// allocator (the same file as `tenant_support`'s) is not this binary's.
-#[cfg(all(feature = "otel", feature = "channelz", feature = "binlog"))]
-#[allow(clippy::duplicate_mod)]
-#[path = "../stats_harness/mod.rs"]
-mod stats_harness;
-#[path = "../support/mod.rs"]
-mod support;
-#[path = "../tenant_support/mod.rs"]
-mod tenant_support;
-
 /// For `tenant_alloc` and `tenant_limits_alloc`; it counts per thread, so
 /// the other tests of this binary, running in parallel, do not disturb
 /// their counts.
 #[global_allocator]
-static ALLOCATOR: tenant_support::CountingAllocator = tenant_support::CountingAllocator;
+static ALLOCATOR: support::alloc_count::CountingAllocator = support::alloc_count::CountingAllocator;
 
 mod tenant;
 mod tenant_alloc;

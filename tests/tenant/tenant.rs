@@ -1,5 +1,4 @@
 //! `tenant` over a real tonic server and client on 127.0.0.1 (TCP).
-use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,6 +41,8 @@ fn tenants<T>(request: &Request<T>) -> Result<&TenantIds, Status> {
         .ok_or_else(|| Status::internal("handler ran without a validated org id"))
 }
 
+// Every method answers with the tenants it saw (none forwards to
+// `EchoService`), so this is an `Echo` of its own, not an `EchoOverride`.
 #[tonic::async_trait]
 impl Echo for TenantEcho {
     async fn unary_echo(

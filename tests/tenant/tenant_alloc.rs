@@ -1,7 +1,6 @@
 //! Allocation counts of org-id extraction, of the server layer and of the
 //! client layers, on headers built the way h2 decodes them off the wire
 //! (counting allocator).
-use crate::tenant_support;
 
 use std::convert::Infallible;
 use std::future::ready;
@@ -9,7 +8,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use http::{Request, Response};
-use tenant_support::{NoOp, allocations, call, tonic_request, wire_headers};
+use support::alloc_count::allocations;
+use support::tenant::{NoOp, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataLayer};

@@ -7,11 +7,9 @@
 //! (issue #18, item 8).
 #![cfg(feature = "grpc")]
 
-use crate::support;
-
 use std::sync::{Arc, Mutex};
 
-use support::{EchoClient, EchoRequest, EchoResponse, EchoServer, UnaryHandler, UnaryOnly};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer};
 use tonic::body::Body;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status};
@@ -31,7 +29,7 @@ type Seen = Arc<Mutex<Vec<Vec<String>>>>;
 struct OrgIdEcho;
 
 #[tonic::async_trait]
-impl UnaryHandler for OrgIdEcho {
+impl EchoOverride for OrgIdEcho {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let org_id = tonic_hotpath::tenant::org_id(&request)
             .ok_or_else(|| Status::internal("no validated org id"))?;
@@ -61,7 +59,7 @@ async fn server() -> (Channel, Seen) {
         Server::builder()
             .layer(recorder)
             .layer(RequireOrgIdLayer::new())
-            .add_service(EchoServer::new(UnaryOnly(OrgIdEcho)))
+            .add_service(EchoServer::new(OrgIdEcho))
             .serve_with_incoming(incoming),
     );
     (support::connect(addr).await, seen)

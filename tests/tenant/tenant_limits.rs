@@ -2,11 +2,9 @@
 //! in-flight and rate limits under concurrent calls, other tenants
 //! unaffected, limits changed while calls run, either order with
 //! `RequireOrgIdLayer`, federated ids, per-method scope and plain HTTP.
-use crate::limits_support;
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
-use limits_support::{FAIL, HOLD, burst, call, client, count, outcomes, serve, wait_for};
+use support::limits::{FAIL, HOLD, burst, call, client, count, outcomes, serve, wait_for};
 use tonic::Code;
 use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::{OrgId, RequireOrgIdLayer};
@@ -265,7 +263,7 @@ async fn only_the_methods_in_scope_are_limited() {
     );
     let mut stream = client
         .clone()
-        .server_streaming_echo(limits_support::request(Some("team-a"), "one two"))
+        .server_streaming_echo(support::limits::request(Some("team-a"), "one two"))
         .await
         .expect("streaming calls are out of scope")
         .into_inner();
@@ -280,7 +278,7 @@ async fn only_the_methods_in_scope_are_limited() {
 
     let layer = TenantLimitLayer::new(in_flight(0)).only_services(["hotpath.echo.Echo"]);
     let (addr, _gate) = serve(layer).await;
-    let client = limits_support::client(addr).await;
+    let client = support::limits::client(addr).await;
     assert_eq!(
         call(&client, Some("team-a"), "hi").await.0,
         Code::ResourceExhausted
@@ -305,7 +303,7 @@ async fn plain_http_over_a_limit_gets_429_with_the_message() {
 
     let layer = TenantLimitLayer::new(in_flight(0)).with_override(id("ok"), Limits::unlimited());
     let (addr, incoming) = support::bind().await;
-    spawn_grpc_and_axum(layer, limits_support::GatedEcho::default(), incoming);
+    spawn_grpc_and_axum(layer, support::limits::GatedEcho::default(), incoming);
 
     let mut request = get_request("/healthz");
     request

@@ -2,9 +2,9 @@
 //! requests as tonic hands them to a layer: none for an admitted call of a
 //! known tenant, alone or under `RequireOrgIdLayer`; with a work rate, one
 //! (the budget in the request's extensions), and none per charge.
-use crate::tenant_support;
 
-use tenant_support::{NoOp, allocations, call, tonic_request};
+use support::alloc_count::allocations;
+use support::tenant::{NoOp, call, tonic_request};
 use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::tenant::RequireOrgIdLayer;
 use tower::{Layer, ServiceBuilder};

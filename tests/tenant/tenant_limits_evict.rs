@@ -3,12 +3,11 @@
 //! sweep), and a flood of 100 000 distinct org ids leaves the tracked
 //! tenants bounded and the limits of real tenants intact. In process:
 //! requests as tonic hands them to a layer, over an always-ready service.
-use crate::tenant_support;
 
 use std::time::Duration;
 
 use http::{Request, Response};
-use tenant_support::{NoOp, call, tonic_request};
+use support::tenant::{NoOp, call, tonic_request};
 use tonic::body::Body;
 use tonic_hotpath::limits::{Limits, Rate, ResponseBody, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;

@@ -2,12 +2,11 @@
 //! while a real tonic server on 127.0.0.1 serves: a good file is applied,
 //! a bad one keeps the last good limits and reports its error, and the
 //! next good one is picked up on the next check.
-use crate::limits_support;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use limits_support::{call, client, serve, wait_for};
+use support::limits::{call, client, serve, wait_for};
 use tonic::Code;
 use tonic_hotpath::limits::{Limits, TenantLimitLayer};
 

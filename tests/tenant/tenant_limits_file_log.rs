@@ -2,7 +2,6 @@
 //! `tracing` subscriber of the test's own: a failure is logged at `WARN`
 //! once however many checks see it, a different one again, a recovery at
 //! `INFO`, other versions applied at `DEBUG`.
-use crate::support;
 use crate::tenant_limits_file::{temp_file, write};
 
 use std::cell::RefCell;

@@ -3,14 +3,12 @@
 //! SDK's in-memory exporter through a good version, bad ones (the last
 //! good limits and their time kept, each failure counted once), a
 //! recovery, and the watch's end.
-use crate::otel_support;
-use crate::support;
 use crate::tenant_limits_file::{temp_file, write};
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use otel_support::{Point, Sdk};
+use support::otel::{Point, Sdk};
 use tonic_hotpath::limits::{FileWatch, Limits, TenantLimitLayer};
 
 /// The four instruments' values for one file (`None`: no data point).

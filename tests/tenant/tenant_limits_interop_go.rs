@@ -6,10 +6,10 @@
 //! while another tenant's calls go through.
 //!
 //! Needs `go` on PATH (and the Go module proxy, or a warm module cache, for
-//! the first build); without `go` the test prints why and passes, or fails when `CI` is set.
+//! the first build); without `go` the test is skipped with a notice (`support::skip`), or fails when `CI` is set.
 
-use crate::go_interop;
-use crate::limits_support::grpc_go::{self, go_client};
+use support::go_interop;
+use support::limits::grpc_go::{self, go_client};
 
 use tonic_hotpath::limits::{Limits, Rate, TenantLimitLayer};
 

@@ -19,12 +19,10 @@ use tonic::Code;
 use tonic_hotpath::otel::OtelMetrics;
 use tonic_hotpath::tenant::OrgId;
 
-use crate::limits_support::operator::{
-    OperatorStack, generous_limits, log_leaving_out, operator_stack,
-};
-use crate::limits_support::{call, client, serve};
-use crate::otel_support::Sdk;
-use crate::stats_harness::{
+use support::limits::operator::{OperatorStack, generous_limits, log_leaving_out, operator_stack};
+use support::limits::{call, client, serve};
+use support::otel::Sdk;
+use support::stats_harness::{
     UNARY_PATH, call_in_process, current_thread_runtime, layered_echo_routes, unary_body,
     unary_request,
 };

@@ -1,11 +1,9 @@
 //! `LimitMetrics` (feature `otel`): `TenantLimitLayer`'s refusals on a
 //! real tonic server on 127.0.0.1, counted by tenant and reason in the
 //! OpenTelemetry SDK, the tenant attribute under its cardinality guard.
-use crate::limits_support;
-use crate::otel_support;
 
-use limits_support::{call, client, serve};
-use otel_support::Sdk;
+use support::limits::{call, client, serve};
+use support::otel::Sdk;
 use tonic::Code;
 use tonic_hotpath::limits::{LimitMetrics, Limits, Rate, TenantLabels, TenantLimitLayer};
 use tonic_hotpath::tenant::OrgId;

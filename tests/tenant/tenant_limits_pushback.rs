@@ -9,16 +9,14 @@
 //! The rates are slow (one call per 0.5–20 s), and every figure is checked
 //! against bounds derived from the client's own measured times: a call's
 //! server time lies between when it was sent and when its answer came.
-use crate::limits_support;
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
 use std::time::{Duration, Instant};
 
-use limits_support::{
+use support::EchoClient;
+use support::limits::{
     HOLD, Span, assert_pushback, burst, client, pushback, serve, timed, wait_for,
 };
-use support::EchoClient;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_hotpath::limits::{LimitError, Limits, Rate, TenantLimitLayer};
@@ -132,7 +130,7 @@ async fn plain_http_gets_retry_after_in_whole_seconds() {
     let rate = Rate::new(0.1, 1).expect("valid rate");
     let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(rate));
     let (addr, incoming) = support::bind().await;
-    spawn_grpc_and_axum(layer, limits_support::GatedEcho::default(), incoming);
+    spawn_grpc_and_axum(layer, support::limits::GatedEcho::default(), incoming);
     let get = || {
         let mut request = get_request("/healthz");
         request

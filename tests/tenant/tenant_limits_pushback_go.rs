@@ -8,11 +8,11 @@
 //!
 //! The server records each attempt's arrival (outside the limit layer) and
 //! the pushback each answer carried. Needs `go` on PATH (and a warm module
-//! cache or the Go module proxy); without `go` the test prints why and
-//! passes, or fails when `CI` is set.
+//! cache or the Go module proxy); without `go` the test is skipped with a
+//! notice (`support::skip`), or fails when `CI` is set.
 
-use crate::go_interop;
-use crate::limits_support::grpc_go::{Attempts, calls, go_client, serve_health};
+use support::go_interop;
+use support::limits::grpc_go::{Attempts, calls, go_client, serve_health};
 
 use std::time::Duration;
 

@@ -2,12 +2,10 @@
 //! call ends: a client cancel, a deadline, a handler error, a response
 //! stream dropped by the client; each time the tenant has its full limit
 //! again. Real tonic server and client on 127.0.0.1.
-use crate::limits_support;
-use crate::support;
 
 use std::time::Duration;
 
-use limits_support::{
+use support::limits::{
     FAIL, Gate, HOLD, NEVER, burst, call, client, count, outcomes, serve, wait_for,
 };
 use tonic::Code;
@@ -72,9 +70,9 @@ async fn a_client_cancel_gives_the_place_back() {
 async fn a_deadline_gives_the_place_back() {
     let (client, handle, gate) = limited().await;
     for _ in 0..LIMIT {
-        let mut request = limits_support::request(Some("team-a"), NEVER);
+        let mut request = support::limits::request(Some("team-a"), NEVER);
         request.set_timeout(Duration::from_millis(100));
-        let code = limits_support::outcome(client.clone().unary_echo(request).await).0;
+        let code = support::limits::outcome(client.clone().unary_echo(request).await).0;
         assert!(
             matches!(code, Code::DeadlineExceeded | Code::Cancelled),
             "{code:?}"
@@ -99,7 +97,7 @@ async fn a_dropped_response_stream_gives_the_place_back() {
     for _ in 0..LIMIT {
         let mut stream = client
             .clone()
-            .server_streaming_echo(limits_support::request(Some("team-a"), "first rest"))
+            .server_streaming_echo(support::limits::request(Some("team-a"), "first rest"))
             .await
             .expect("admitted")
             .into_inner();
@@ -124,7 +122,7 @@ async fn a_stream_read_to_its_end_gives_the_place_back() {
     for _ in 0..2 * LIMIT {
         let mut stream = client
             .clone()
-            .server_streaming_echo(limits_support::request(Some("team-a"), "only"))
+            .server_streaming_echo(support::limits::request(Some("team-a"), "only"))
             .await
             .expect("admitted")
             .into_inner();

@@ -5,15 +5,13 @@
 //! a charge refusal's status and pushback, federated charges all or none,
 //! charges without a work rate, and the admitted samples of a run against
 //! `burst + rate × elapsed`.
-use crate::limits_support;
-use crate::stacks;
-use crate::support;
+use support::stacks;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use limits_support::{Span, assert_pushback, client, pushback, timed};
-use support::{EchoClient, EchoRequest, EchoResponse, UnaryHandler, UnaryOnly};
+use support::limits::{Span, assert_pushback, client, pushback, timed};
+use support::{EchoClient, EchoOverride, EchoRequest, EchoResponse};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 use tonic_hotpath::limits::{Limits, Rate, TenantBudgetExt, TenantLimitLayer};
@@ -38,7 +36,7 @@ struct Distributor {
 }
 
 #[tonic::async_trait]
-impl UnaryHandler for Distributor {
+impl EchoOverride for Distributor {
     async fn unary(&self, request: Request<EchoRequest>) -> Result<Response<EchoResponse>, Status> {
         let samples: u64 = request
             .get_ref()
@@ -71,7 +69,7 @@ impl UnaryHandler for Distributor {
 async fn serve(layer: TenantLimitLayer) -> (EchoClient<Channel>, Arc<Distributor>) {
     let distributor = Arc::new(Distributor::default());
     let (addr, incoming) = support::bind().await;
-    stacks::spawn_echo(layer, UnaryOnly(Arc::clone(&distributor)), incoming);
+    stacks::spawn_echo(layer, Arc::clone(&distributor), incoming);
     (client(addr).await, distributor)
 }
 

@@ -7,8 +7,6 @@
 //! gRPC status.
 #![cfg(feature = "grpc")]
 
-use crate::support;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,6 @@
 //! `RequireOrgIdLayer` stacked above and below other server layers (tonic's
 //! `InterceptorLayer`, the stats `CombinedLayer`), over a real tonic server
 //! and client on 127.0.0.1: every order compiles, refuses and admits alike.
-use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -12,7 +12,6 @@ use super::{
     BIDI, CLIENT_STREAMING, MemorySink, Rig, SERVER_STREAMING, UNARY, builder, call_path, echo,
     kinds, memory_log, message,
 };
-use crate::support;
 use tonic_hotpath::binlog::BinaryLog;
 
 // ---------------------------------------------------------------------

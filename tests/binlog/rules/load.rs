@@ -234,7 +234,7 @@ fn request_text(entry: &GrpcLogEntry) -> Option<String> {
     let Some(Payload::Message(message)) = &entry.payload else {
         return None;
     };
-    let request = crate::support::EchoRequest::decode(message.data.clone()).unwrap();
+    let request = support::EchoRequest::decode(message.data.clone()).unwrap();
     Some(request.message)
 }
 
@@ -270,7 +270,7 @@ async fn rotation_under_load_keeps_the_newest_calls() {
         // entries are ordered.)
         rig.ended(n + 1).await;
         log.flush();
-        crate::support::wait_until("the call's entries written", || {
+        support::wait_until("the call's entries written", || {
             log.counts().written == (n + 1) * 10
         })
         .await;

@@ -13,9 +13,9 @@ use tower::ServiceBuilder;
 
 use super::{Rig, RulesEcho, UNARY, echo, memory_log, message, spawn_server};
 use crate::script::Ends;
-use crate::stacks::compress::{compressing_client, compressing_echo};
-use crate::stacks::{plain_http, uds};
-use crate::support::{self, EchoClient};
+use support::EchoClient;
+use support::stacks::compress::{compressing_client, compressing_echo};
+use support::stacks::{plain_http, uds};
 use tonic_hotpath::stats::CombinedLayer;
 
 /// A unary call's lines on each side, as the rig's peers give them.

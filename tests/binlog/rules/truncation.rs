@@ -6,7 +6,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Code, Request};
 
 use super::{Rig, UNARY, cut_message, echo, memory_log, message};
-use crate::support::EchoRequest;
+use support::EchoRequest;
 
 /// The request metadata of the truncation tests, in order: `x-a=1111`
 /// (7 bytes), `grpc-trace-bin` (3 bytes, never counted), `x-bb=222222`

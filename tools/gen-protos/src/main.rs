@@ -10,7 +10,7 @@
 //!   (`OrcaLoadReport`, its maps as `BTreeMap`s: one report always encodes
 //!   to the same bytes) and `xds.service.orca.v3` with the tonic client and
 //!   server of `OpenRcaService`;
-//! - `tests/orca_support/generated/`: gRPC's interop `grpc.testing`
+//! - `tests/support/src/orca/generated/`: gRPC's interop `grpc.testing`
 //!   messages and services (test-only: the tonic `TestService` the grpc-go
 //!   interop client's ORCA cases run against).
 fn main() {
@@ -54,7 +54,7 @@ fn main() {
         .expect("generate xds.service.orca.v3");
 
     tonic_prost_build::configure()
-        .out_dir("../../tests/orca_support/generated")
+        .out_dir("../../tests/support/src/orca/generated")
         .btree_map(".xds.data.orca.v3")
         .extern_path(".xds", "::tonic_hotpath::orca::proto::xds")
         .emit_rerun_if_changed(false)
