@@ -132,6 +132,10 @@ struct Answers {
     /// `REFUSED_STREAM`): HTTP/2's word that it did not process them (RFC
     /// 9113 section 8.7), a valid answer that carries no status.
     refused: usize,
+    /// How many of the statuses came before the RPC's message went out
+    /// (the server answered in full without reading it, and h2 then
+    /// refused the message: [`crate::stacks::junk::H2Reply::body_refused`]); issue #45.
+    early: usize,
 }
 
 impl Answers {
@@ -141,6 +145,7 @@ impl Answers {
             *total += count;
         }
         self.refused += other.refused;
+        self.early += other.early;
         self
     }
 
@@ -163,6 +168,7 @@ async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes, answers: &mu
         let code = usize::try_from(code).ok().filter(|code| *code < 17);
         let code = code.unwrap_or_else(|| panic!("RPC {n}: an unknown status: {reply:?}"));
         answers.codes[code] += 1;
+        answers.early += usize::from(reply.body_refused.is_some());
     } else if reply.status.is_none() && reply.reset == Some(h2::Reason::REFUSED_STREAM) {
         answers.refused += 1;
     } else {
@@ -285,13 +291,14 @@ fn a_flood_of_new_org_ids_and_method_names_stays_within_the_caps() {
         let answers = first.add(second);
         eprintln!(
             "flood: {sent} RPCs ({IN_FLIGHT} in flight) in {took:.1?}: {} OK, {} RESOURCE_EXHAUSTED, \
-             {} streams refused; \
+             {} streams refused, {} answered before their message went out; \
              baseline {:.0} KiB, caps full {:+.0} KiB, at the end {:+.0} KiB \
              (second half {:+.0} KiB, bound {:.0} KiB; total bound {:.0} KiB); \
              most tenant states {}",
             answers.with(Code::Ok),
             answers.with(Code::ResourceExhausted),
             answers.refused,
+            answers.early,
             kib(baseline),
             kib(delta(half, baseline)),
             kib(delta(end, baseline)),

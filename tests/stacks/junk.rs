@@ -33,6 +33,10 @@ pub struct H2Reply {
     pub reset: Option<h2::Reason>,
     /// Any error (reset, I/O, protocol, timeout), as text.
     pub error: Option<String>,
+    /// The error h2 gave for the body when the server had answered in
+    /// full and closed the stream before the body went out (RFC 9113
+    /// section 8.1 allows it; the answer stands), as text.
+    pub body_refused: Option<String>,
 }
 
 impl H2Reply {
@@ -185,7 +189,11 @@ async fn exchange(
         // the reset that ended it, is already in: the body's error
         // counts only when neither is.
         Some(refused) => match tokio::time::timeout(Duration::ZERO, response).await {
-            Ok(answer) => answer?,
+            Ok(answer) => {
+                let answer = answer?;
+                reply.body_refused = Some(refused.to_string());
+                answer
+            }
             Err(_) => return Err(refused.into()),
         },
     };
