@@ -123,28 +123,68 @@ impl UnaryService<EchoRequest> for Echoed {
     }
 }
 
+/// How the RPCs of a flood ended.
+#[derive(Debug, Clone, Copy, Default)]
+struct Answers {
+    /// How many ended with each status code.
+    codes: [usize; 17],
+    /// How many streams the server refused (`RST_STREAM`
+    /// `REFUSED_STREAM`): HTTP/2's word that it did not process them (RFC
+    /// 9113 section 8.7), a valid answer that carries no status.
+    refused: usize,
+    /// How many of the statuses came before the RPC's message went out
+    /// (the server answered in full without reading it, and h2 then
+    /// refused the message: [`crate::stacks::junk::H2Reply::body_refused`]); issue #45.
+    early: usize,
+}
+
+impl Answers {
+    /// `self` and `other` together.
+    fn add(mut self, other: Answers) -> Answers {
+        for (total, count) in self.codes.iter_mut().zip(other.codes) {
+            *total += count;
+        }
+        self.refused += other.refused;
+        self.early += other.early;
+        self
+    }
+
+    /// How many ended with `code`.
+    fn with(&self, code: Code) -> usize {
+        self.codes[code as usize]
+    }
+}
+
 /// One RPC of the flood on `client`: method `m<n>` of [`SERVICE`], org
-/// id `t<n>`, the request message `message`; its status code (a panic
-/// showing what came instead when no `grpc-status` did).
-async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes) -> i32 {
+/// id `t<n>`, the request message `message`; counted into `answers` (a
+/// panic showing what came instead when neither a `grpc-status` nor a
+/// refusal did).
+async fn call(client: SendRequest<Bytes>, n: usize, message: Bytes, answers: &mut Answers) {
     let mut request = grpc_request(&format!("/{SERVICE}/m{n}"), "application/grpc");
     let org_id = http::HeaderValue::try_from(format!("t{n}")).expect("an org id");
     request.headers_mut().insert(OrgId::HEADER, org_id);
     let reply = h2_exchange(client, request, message).await;
-    reply
-        .grpc_status()
-        .unwrap_or_else(|| panic!("RPC {n}: no grpc-status came: {reply:?}"))
+    if let Some(code) = reply.grpc_status() {
+        let code = usize::try_from(code).ok().filter(|code| *code < 17);
+        let code = code.unwrap_or_else(|| panic!("RPC {n}: an unknown status: {reply:?}"));
+        answers.codes[code] += 1;
+        answers.early += usize::from(reply.body_refused.is_some());
+    } else if reply.status.is_none() && reply.reset == Some(h2::Reason::REFUSED_STREAM) {
+        answers.refused += 1;
+    } else {
+        panic!("RPC {n}: no grpc-status came: {reply:?}");
+    }
 }
 
 /// RPCs `range` over `clients` (connections), [`IN_FLIGHT`] at a time;
-/// how many ended with each status code. Samples `limits`' tracked
-/// tenants after every 16th RPC into `most_tracked`.
+/// how they ended. Samples `limits`' tracked tenants after every 16th RPC
+/// into `most_tracked`.
 async fn flood(
     clients: &[SendRequest<Bytes>],
     range: std::ops::Range<usize>,
     limits: &LimitsHandle,
     most_tracked: &Arc<AtomicUsize>,
-) -> [usize; 17] {
+) -> Answers {
     let message = echo_frame("");
     let next = Arc::new(AtomicUsize::new(range.start));
     let mut workers = JoinSet::new();
@@ -153,27 +193,21 @@ async fn flood(
         let (next, end, message) = (Arc::clone(&next), range.end, message.clone());
         let (limits, most_tracked) = (limits.clone(), Arc::clone(most_tracked));
         workers.spawn(async move {
-            let mut codes = [0; 17];
+            let mut answers = Answers::default();
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= end {
-                    return codes;
+                    return answers;
                 }
-                let code = call(client.clone(), n, message.clone()).await;
-                codes[usize::try_from(code).expect("a code")] += 1;
+                call(client.clone(), n, message.clone(), &mut answers).await;
                 if n % 16 == 0 {
                     most_tracked.fetch_max(limits.tracked_tenants(), Ordering::Relaxed);
                 }
             }
         });
     }
-    let mut codes = [0; 17];
-    for worker in workers.join_all().await {
-        for (total, count) in codes.iter_mut().zip(worker) {
-            *total += count;
-        }
-    }
-    codes
+    let each = workers.join_all().await;
+    each.into_iter().fold(Answers::default(), Answers::add)
 }
 
 /// The distinct values of attribute `key` among the data points of
@@ -246,7 +280,7 @@ fn a_flood_of_new_org_ids_and_method_names_stays_within_the_caps() {
         while learned_methods(&server_metrics) < MAX_METHODS {
             assert!(sent < 10 * RPCS, "the caps did not fill in {sent} RPCs");
             let more = flood(&clients, sent..sent + RPCS / 10, &handle, &most_tracked).await;
-            first.iter_mut().zip(more).for_each(|(total, n)| *total += n);
+            first = first.add(more);
             sent += RPCS / 10;
         }
         let half = settled().await;
@@ -254,14 +288,17 @@ fn a_flood_of_new_org_ids_and_method_names_stays_within_the_caps() {
         let sent = sent + RPCS / 2;
         let took = started.elapsed();
         let end = settled().await;
-        let codes: Vec<usize> = first.iter().zip(second).map(|(a, b)| a + b).collect();
+        let answers = first.add(second);
         eprintln!(
-            "flood: {sent} RPCs ({IN_FLIGHT} in flight) in {took:.1?}: {} OK, {} RESOURCE_EXHAUSTED; \
+            "flood: {sent} RPCs ({IN_FLIGHT} in flight) in {took:.1?}: {} OK, {} RESOURCE_EXHAUSTED, \
+             {} streams refused, {} answered before their message went out; \
              baseline {:.0} KiB, caps full {:+.0} KiB, at the end {:+.0} KiB \
              (second half {:+.0} KiB, bound {:.0} KiB; total bound {:.0} KiB); \
              most tenant states {}",
-            codes[Code::Ok as usize],
-            codes[Code::ResourceExhausted as usize],
+            answers.with(Code::Ok),
+            answers.with(Code::ResourceExhausted),
+            answers.refused,
+            answers.early,
             kib(baseline),
             kib(delta(half, baseline)),
             kib(delta(end, baseline)),
@@ -271,10 +308,11 @@ fn a_flood_of_new_org_ids_and_method_names_stays_within_the_caps() {
             most_tracked.load(Ordering::Relaxed),
         );
 
-        // Every RPC answered: served, or refused by the tenant limits.
-        let answered = codes[Code::Ok as usize] + codes[Code::ResourceExhausted as usize];
-        assert_eq!(answered, sent, "status codes {codes:?}");
-        assert!(codes[Code::ResourceExhausted as usize] > 0, "the limits refused some");
+        // Every RPC answered: served, refused by the tenant limits, or
+        // (HTTP/2 allows it) its stream refused unprocessed.
+        let answered = answers.with(Code::Ok) + answers.with(Code::ResourceExhausted);
+        assert_eq!(answered + answers.refused, sent, "{answers:?}");
+        assert!(answers.with(Code::ResourceExhausted) > 0, "the limits refused some");
 
         // The caps.
         assert_eq!(learned_methods(&server_metrics), MAX_METHODS);

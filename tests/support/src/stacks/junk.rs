@@ -33,6 +33,10 @@ pub struct H2Reply {
     pub reset: Option<h2::Reason>,
     /// Any error (reset, I/O, protocol, timeout), as text.
     pub error: Option<String>,
+    /// The error h2 gave for the body when the server had answered in
+    /// full and closed the stream before the body went out (RFC 9113
+    /// section 8.1 allows it; the answer stands), as text.
+    pub body_refused: Option<String>,
 }
 
 impl H2Reply {
@@ -169,10 +173,30 @@ async fn exchange(
 ) -> Result<(), Failure> {
     let mut client = client.ready().await?;
     let (response, mut send) = client.send_request(request, body.is_empty())?;
-    if !body.is_empty() {
-        send.send_data(body, true)?;
-    }
-    let response = response.await?;
+    let refused = if body.is_empty() {
+        None
+    } else {
+        send.send_data(body, true).err()
+    };
+    let response = match refused {
+        None => response.await?,
+        // The stream closed before its body went out: a server may answer
+        // in full without reading the body, then reset the stream with
+        // NO_ERROR (RFC 9113 section 8.1: the client must not discard that
+        // answer), and h2 refuses the body ("inactive stream"). On a
+        // loaded machine that comes between `send_request` and
+        // `send_data` (issue #45). The stream is closed, so its answer, or
+        // the reset that ended it, is already in: the body's error
+        // counts only when neither is.
+        Some(refused) => match tokio::time::timeout(Duration::ZERO, response).await {
+            Ok(answer) => {
+                let answer = answer?;
+                reply.body_refused = Some(refused.to_string());
+                answer
+            }
+            Err(_) => return Err(refused.into()),
+        },
+    };
     reply.status = Some(response.status());
     reply.headers = response.headers().clone();
     let mut received = response.into_body();
