@@ -134,7 +134,7 @@ struct Answers {
     refused: usize,
     /// How many of the statuses came before the RPC's message went out
     /// (the server answered in full without reading it, and h2 then
-    /// refused the message: [`crate::stacks::junk::H2Reply::body_refused`]); issue #45.
+    /// refused the message: [`support::stacks::junk::H2Reply::body_refused`]); issue #45.
     early: usize,
 }
 
