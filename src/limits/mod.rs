@@ -99,7 +99,9 @@
 //! expiring once full, and beside each its recent traffic,
 //! `<bucket>:traffic`, expiring 25 s after the last lease: an idle tenant
 //! costs nothing), each changed by a server-side script on the tenant's
-//! hash slot (Redis Cluster works), on Redis's clock. **In-flight limits
+//! hash slot (Redis Cluster works, and a slot that moves is followed: a
+//! `MOVED` or `ASK` answer is retried on the node named, not counted as a
+//! failure), on Redis's clock. **In-flight limits
 //! stay per replica.**
 //!
 //! - **No round trip on a call.** A replica takes a *lease* (a number of
@@ -118,7 +120,11 @@
 //!   the limit for the same reason): each replica asks at most once per
 //!   round of `replicas × batch`, so the fleet at most once per batch
 //!   (20 times a second per tenant by default, whatever its rate or
-//!   flood). Measured (3 replicas, rate 1 000/s, burst 2 000, 80/15/5,
+//!   flood). A tenant under one unit a batch (under 20 calls a second)
+//!   fetches nothing ahead near its limit: a unit fetched ahead would wait
+//!   on its replica while a refused caller retries on another, which would
+//!   find the bucket empty; its next call asks instead and waits for the
+//!   answer. Measured (3 replicas, rate 1 000/s, burst 2 000, 80/15/5,
 //!   10 s): about 10 Redis commands per 1 000 calls at 1× the rate, 8–11
 //!   at 2×, 2–5 at 5× (up to 63 and 30 before batches).
 //! - **The first call** of a tenant on a replica, and a call that finds

@@ -20,6 +20,7 @@ mod pushback_go;
 mod quiet;
 mod redis_server;
 mod rotation;
+mod slow;
 #[cfg(feature = "limits-redis-tls")]
 mod tls;
 mod work;

@@ -21,6 +21,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// Default key prefix.
 const DEFAULT_PREFIX: &str = "tonic-hotpath:limits";
+/// The longest wait (ms) before a cluster request's one retry.
+const CLUSTER_RETRY_WAIT_MS: u64 = 10;
 
 /// The settings of a [`RedisBackend`], from [`RedisBackend::builder`].
 #[must_use = "a builder does nothing until `connect` is awaited"]
@@ -295,7 +297,16 @@ impl RedisBackendBuilder {
             let builder = ClusterClientBuilder::new(infos)
                 .connection_timeout(self.timeout)
                 .response_timeout(self.timeout)
-                .retries(0);
+                // One retry, as the single-node connection manager has:
+                // enough to follow a MOVED or ASK redirect (a slot map
+                // that changed, or a connection rebuilt while a node was
+                // still refusing its password) to the node that owns the
+                // tenant's slot, rather than counting it as Redis down.
+                // A wait before that retry (LOADING, TRYAGAIN) stays
+                // short: the lease timeout bounds the whole request.
+                .retries(1)
+                .min_retry_wait(0)
+                .max_retry_wait(CLUSTER_RETRY_WAIT_MS);
             #[cfg(feature = "limits-redis-tls")]
             let builder = match certificates {
                 Some(certificates) => builder.certs(certificates),

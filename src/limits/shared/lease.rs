@@ -287,6 +287,12 @@ impl Lease {
         self.traffic.fallback(rate, self.history().1, now)
     }
 
+    /// Whether the last answer was short: the fleet's bucket was nearly
+    /// empty.
+    pub(crate) fn is_near_limit(&self) -> bool {
+        self.status.load(Ordering::Acquire) & NEAR_LIMIT != 0
+    }
+
     /// Ends the request in flight (the next one may start).
     pub(crate) fn finish(&self) {
         self.status.fetch_and(!REQUESTING, Ordering::AcqRel);

@@ -52,8 +52,10 @@ impl SharedRates for SharedLimits {
             return Err(UNKNOWN);
         };
         let tick = ticks(now);
-        let (taken, request) = match lease.take(units, tick) {
-            Take::Taken { request } => (Ok(SharedUnit::Leased), request),
+        // `ahead`: the request tops up a lease at its low-water mark (no
+        // call waits on it), rather than one a call found dry.
+        let (taken, request, ahead) = match lease.take(units, tick) {
+            Take::Taken { request } => (Ok(SharedUnit::Leased), request, true),
             Take::Dry => match lease.credit(
                 units,
                 tick,
@@ -61,16 +63,16 @@ impl SharedRates for SharedLimits {
                 self.credit_limits(rate.burst),
                 || state.take(bucket, local, now, units, clock),
             ) {
-                Ok(request) => (Ok(SharedUnit::Credit(local)), request),
+                Ok(request) => (Ok(SharedUnit::Credit(local)), request, false),
                 Err(NoCredit {
                     wait,
                     request,
                     answer_due,
-                }) => (Err(Dry { wait, answer_due }), request),
+                }) => (Err(Dry { wait, answer_due }), request, false),
             },
         };
         if request {
-            self.request(state, tenant, bucket, rate);
+            self.request(state, tenant, bucket, rate, ahead);
         }
         taken
     }

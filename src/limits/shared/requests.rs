@@ -34,6 +34,8 @@ struct LeaseRequest {
     tenant: OrgId,
     bucket: Bucket,
     rate: Rate,
+    /// A top-up at the lease's low-water mark, which no call waits for.
+    ahead: bool,
 }
 
 impl Drop for LeaseRequest {
@@ -102,7 +104,8 @@ impl SharedLimits {
     }
 
     /// Sends a request for `tenant`'s lease on `bucket` (the caller won the
-    /// right to: its lease is marked requesting). If the task is gone
+    /// right to: its lease is marked requesting); `ahead`: a top-up at the
+    /// lease's low-water mark, which no call waits for. If the task is gone
     /// (the runtime shut down), the request is dropped, which clears the
     /// mark.
     #[cold]
@@ -113,12 +116,14 @@ impl SharedLimits {
         tenant: &str,
         bucket: Bucket,
         rate: Rate,
+        ahead: bool,
     ) {
         let request = LeaseRequest {
             state: Arc::clone(state),
             tenant: OrgId::from_checked(tenant.as_bytes()),
             bucket,
             rate,
+            ahead,
         };
         // A request the task is gone for is dropped here.
         let _ = self.requests.send(request);
@@ -153,13 +158,17 @@ async fn top_up(backend: RedisBackend, clock: Clock, request: LeaseRequest) {
         ticks(u64::try_from(policy.min_interval_of().as_nanos()).unwrap_or(u64::MAX));
     let tick = ticks(clock.now());
     let round_ends = lease.near_limit_until();
-    if round_ends > tick
+    if request.ahead
+        && lease.is_near_limit()
         && request.rate.per_second * policy.near_limit_batch_of().as_secs_f64() < 1.0
     {
-        // A tenant too slow for batches (under one unit a batch): a unit
-        // fetched ahead at the round's end would wait here while the
-        // caller this replica refused retries on another replica, which
-        // would then find the bucket empty. Its next call asks instead.
+        // A tenant too slow for batches (under one unit a batch) near its
+        // limit fetches nothing ahead: a unit fetched ahead would wait
+        // here while the caller another replica refused retries on a third
+        // one, which would then find the bucket empty (whether or not the
+        // last answer named a wait: it names none while the bucket holds a
+        // unit more). Its next call here asks instead, and waits for the
+        // answer.
         return;
     }
     let not_before = if answered_at == 0 {
