@@ -16,10 +16,8 @@ use super::map::TenantMap;
 use super::refusal::{LimitError, LimitKind};
 use super::snapshot::{Effective, Snapshot};
 use super::state::{Bucket, Hashed, NotAdmitted, Slot, TenantState};
-use crate::tenant::extract::single_value;
-use crate::tenant::tenant_ids::Parsed;
-use crate::tenant::{OrgId, TenantIds};
-use crate::wire::org_id;
+use super::tenants::{Tenants, tenants_of};
+use crate::tenant::OrgId;
 
 /// What a layer, its services and its handle share.
 #[derive(Debug)]
@@ -456,35 +454,5 @@ fn refusal(config: &Snapshot, id: &str, refused: Refused<'_>) -> LimitError {
     match retry_after {
         Some(after) => refused.with_retry_after(after),
         None => refused,
-    }
-}
-
-/// The tenants of a call.
-enum Tenants<'a> {
-    /// One tenant, borrowed from the request.
-    One(&'a str),
-    /// Several, validated by `RequireOrgIdLayer` (its extension).
-    Many(&'a [OrgId]),
-    /// Several, parsed here from a federated `a|b` header.
-    Parsed(TenantIds),
-}
-
-/// The tenants of `request`: those `RequireOrgIdLayer` put into its
-/// extensions when that layer is outside this one; otherwise read from
-/// its `x-scope-orgid` header by the same rules (borrowed, no allocation
-/// for one tenant). `None` without a valid org id.
-#[inline]
-fn tenants_of<B>(request: &http::Request<B>) -> Option<Tenants<'_>> {
-    if let Some(ids) = request.extensions().get::<TenantIds>() {
-        return Some(match ids.single() {
-            Some(id) => Tenants::One(id.as_str()),
-            None => Tenants::Many(ids.as_slice()),
-        });
-    }
-    let value = single_value(request.headers()).ok()?.as_bytes();
-    // One walk: a single id is borrowed; a federated one is split once.
-    match TenantIds::parse_borrowed(value).ok()? {
-        Parsed::One(id) => org_id::ascii_str(id, 0).ok().map(Tenants::One),
-        Parsed::Several(ids) => Some(Tenants::Parsed(ids)),
     }
 }

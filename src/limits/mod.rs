@@ -274,6 +274,7 @@
 //! from the call's `Slot` ending; it touches neither the seam nor the
 //! rate backends.
 
+pub mod adaptive;
 mod body;
 mod budget;
 mod config;
@@ -296,11 +297,16 @@ mod refusal;
 mod shared;
 mod snapshot;
 mod state;
+mod tenants;
 #[cfg(feature = "limits-file")]
 mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
 mod watch_otel;
 
+pub use adaptive::{
+    AdaptiveHandle, AdaptiveLimit, AdaptiveLimitLayer, AdaptiveStatus, Gradient, OverloadError,
+    OverloadReason,
+};
 pub use body::{InFlightSlot, ResponseBody};
 pub use budget::{TenantBudget, TenantBudgetExt};
 pub use config::{InvalidRateError, Limits, Rate};

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::adaptive::OverloadError;
 use super::refusal::LimitError;
 
 /// Told of every call [`TenantLimitLayer`](super::TenantLimitLayer)
@@ -34,10 +35,22 @@ use super::refusal::LimitError;
 pub trait LimitObserver: Send + Sync + 'static {
     /// A call was refused.
     fn on_refused(&self, refused: &LimitError);
+
+    /// A call was refused for overload by
+    /// [`AdaptiveLimitLayer`](super::AdaptiveLimitLayer) (with its
+    /// [`observer`](super::AdaptiveLimitLayer::observer)). Nothing by
+    /// default.
+    fn on_overloaded(&self, refused: &OverloadError) {
+        let _ = refused;
+    }
 }
 
 impl<T: LimitObserver> LimitObserver for Arc<T> {
     fn on_refused(&self, refused: &LimitError) {
         (**self).on_refused(refused);
+    }
+
+    fn on_overloaded(&self, refused: &OverloadError) {
+        (**self).on_overloaded(refused);
     }
 }
