@@ -4,15 +4,14 @@
 
 use std::fmt;
 use std::sync::Arc;
-#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
 use std::sync::Weak;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
 use opentelemetry::metrics::AsyncInstrument;
 use opentelemetry::metrics::{Counter, Meter, MeterProvider};
 use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
 
+use super::adaptive::OverloadError;
 use super::observer::LimitObserver;
 use super::refusal::LimitError;
 use crate::tenant::OrgId;
@@ -28,6 +27,9 @@ impl LimitMetrics {
     pub const REASON_KEY: &str = "reason";
     /// The tenant attribute's value for tenants the guard does not name.
     pub const OTHER_TENANT: &str = "other";
+    /// The tenant attribute's value for a call without a valid org id
+    /// (refused by [`AdaptiveLimitLayer`](super::AdaptiveLimitLayer)).
+    pub const NO_TENANT: &str = "none";
 }
 
 /// Counts [`TenantLimitLayer`](super::TenantLimitLayer)'s refusals as the
@@ -35,7 +37,11 @@ impl LimitMetrics {
 /// (unit `{call}`) with the attributes `grpc.tenant` and `reason`
 /// ([`LimitKind::reason`](super::LimitKind::reason):
 /// `in_flight_limited`, `rate_limited`), as Cortex counts its discarded
-/// samples per tenant and reason.
+/// samples per tenant and reason; and, as the observer of an
+/// [`AdaptiveLimitLayer`](super::AdaptiveLimitLayer), its refusals for
+/// overload on the same counter ([`OverloadReason::as_str`](super::OverloadReason::as_str):
+/// `concurrency_limited`, `shed_first`, `deadline_too_short`; a call
+/// without an org id as tenant `none`).
 ///
 /// Tenant ids come from clients, so the `grpc.tenant` attribute is guarded:
 /// [`TenantLabels`] names a fixed allow-list of tenants, or the first K
@@ -83,6 +89,18 @@ impl LimitObserver for LimitMetrics {
         let attributes = [
             self.labels.label(refused.tenant()),
             KeyValue::new(LimitMetrics::REASON_KEY, refused.limit().reason()),
+        ];
+        self.rejections.add(1, &attributes);
+    }
+
+    fn on_overloaded(&self, refused: &OverloadError) {
+        let tenant = match refused.tenant() {
+            Some(tenant) => self.labels.label(tenant),
+            None => KeyValue::new(LimitMetrics::TENANT_KEY, LimitMetrics::NO_TENANT),
+        };
+        let attributes = [
+            tenant,
+            KeyValue::new(LimitMetrics::REASON_KEY, refused.reason().as_str()),
         ];
         self.rejections.add(1, &attributes);
     }
@@ -180,8 +198,7 @@ pub(crate) fn crate_meter<P: MeterProvider + ?Sized>(provider: &P) -> Meter {
 /// An observed instrument's callback: `value` of the state behind `state`
 /// with the one attribute `attribute`; nothing once the state is gone or
 /// while `value` is `None`. (A watched file's metrics and a shared
-/// backend's read their own counters this way.)
-#[cfg(any(feature = "limits-file", feature = "limits-redis"))]
+/// backend's and an adaptive limit's read their own counters this way.)
 pub(crate) fn observe<S, T>(
     state: &Weak<S>,
     attribute: &KeyValue,

@@ -11,6 +11,7 @@ use pin_project_lite::pin_project;
 
 use super::admission::Place;
 use crate::tenant::refusal::RefusalBody;
+use crate::wire::status::GRPC_STATUS;
 
 pin_project! {
     /// The response body of [`AdaptiveLimit`](super::AdaptiveLimit): the
@@ -20,12 +21,13 @@ pin_project! {
     ///
     /// An admitted call holds its place in the limit until this body ends
     /// (its last frame or an error was read) or is dropped: a streaming
-    /// call holds it for its whole life. When the body ends normally
-    /// after at most one gRPC message, the call's latency (from its
-    /// arrival to its body's end) is a sample for the controller; a
-    /// stream (a second message), an error or a drop (a cancel, a
-    /// deadline, a reset) gives the place back without a sample. Frames,
-    /// size hints and errors are forwarded unchanged.
+    /// call holds it for its whole life. When the body ends with `OK`
+    /// trailers after at most one gRPC message, the call's latency (from
+    /// its arrival to its trailers) is a sample for the controller; a
+    /// stream (a second message), an error status, a body error or a drop
+    /// (a cancel, a deadline, a reset) gives the place back without a
+    /// sample, as does a plain HTTP response. Frames, size hints and
+    /// errors are forwarded unchanged.
     ///
     /// ```
     /// use http_body::Body as _;
@@ -110,18 +112,20 @@ where
             } => {
                 let polled = body.poll_frame(cx);
                 match &polled {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        if let Some(data) = frame.data_ref()
-                            && place.is_some()
-                        {
+                    Poll::Ready(Some(Ok(frame))) if place.is_some() => {
+                        if let Some(data) = frame.data_ref() {
                             messages.count(data.chunk());
+                        } else if let Some(trailers) = frame.trailers_ref() {
+                            // The call's last frame (hyper may drop the
+                            // body without polling its end): a sample if
+                            // it ended OK after at most one message.
+                            let ok = trailers.get(&GRPC_STATUS).is_some_and(|code| code == "0");
+                            if let Some(place) = place.take() {
+                                place.end(ok && messages.is_unary());
+                            }
                         }
                     }
-                    Poll::Ready(None) => {
-                        if let Some(place) = place.take() {
-                            place.end(messages.is_unary());
-                        }
-                    }
+                    Poll::Ready(Some(Ok(_)) | None) => drop(place.take()),
                     Poll::Ready(Some(Err(_))) => drop(place.take()),
                     Poll::Pending => {}
                 }

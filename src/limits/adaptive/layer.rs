@@ -262,6 +262,12 @@ impl AdaptiveLimitLayer {
         self.on_window(move |status| recorder.set_application_utilization(status.utilization()))
     }
 
+    /// The cell holding the shared state.
+    #[cfg(feature = "otel")]
+    pub(crate) fn cell(&self) -> &Arc<ArcSwap<Admission>> {
+        &self.admission
+    }
+
     /// The handle to read the limit, calls in flight and latency.
     pub fn handle(&self) -> AdaptiveHandle {
         AdaptiveHandle::new(Arc::clone(&self.admission))

@@ -91,6 +91,8 @@ mod body;
 mod controller;
 mod future;
 mod layer;
+#[cfg(feature = "otel")]
+mod otel;
 mod refusal;
 mod shares;
 mod status;
