@@ -37,7 +37,8 @@ import (
 )
 
 // serviceConfig is the channel's service config: round_robin, and with
-// attempts > 0 a retry policy for RESOURCE_EXHAUSTED.
+// attempts > 0 a retry policy for RESOURCE_EXHAUSTED (a tenant over its
+// quota) and UNAVAILABLE (a server overloaded, or gone).
 func serviceConfig(attempts int) string {
 	config := `{"loadBalancingConfig": [{"round_robin": {}}]`
 	if attempts > 0 {
@@ -49,7 +50,7 @@ func serviceConfig(attempts int) string {
       "initialBackoff": "10s",
       "maxBackoff": "10s",
       "backoffMultiplier": 1,
-      "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
+      "retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]
     }
   }]`, attempts)
 	}
@@ -67,7 +68,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "server address, or several comma-separated (round_robin over them)")
 	org := flag.String("org", "", "x-scope-orgid value (none when empty)")
 	calls := flag.Int("calls", 1, "calls to make, one after the other")
-	retry := flag.Bool("retry", false, "retry RESOURCE_EXHAUSTED (service config retry policy)")
+	retry := flag.Bool("retry", false, "retry RESOURCE_EXHAUSTED and UNAVAILABLE (service config retry policy)")
 	attempts := flag.Int("attempts", 3, "with -retry, the policy's maxAttempts (grpc-go allows at most 5)")
 	flag.Parse()
 

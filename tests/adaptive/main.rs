@@ -6,3 +6,4 @@ mod admission;
 mod learning;
 #[cfg(feature = "otel")]
 mod metrics;
+mod retry_go;

@@ -7,8 +7,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tonic_hotpath::limits::{LimitError, ResponseBody, TenantLimitLayer};
+use tonic_hotpath::limits::LimitError;
 use tower::ServiceBuilder;
+
+use crate::stacks::ServerLayer;
 
 /// One attempt a server saw: when it arrived, which server, and the
 /// pushback (ms) its answer carried (`None`: admitted).
@@ -30,14 +32,14 @@ impl Attempts {
     }
 }
 
-/// Serves the health service behind `layer` on 127.0.0.1 as server
-/// number `server`, recording each attempt into `attempts` (outside the
-/// limit layer, so refused attempts too).
-pub async fn serve_health(
-    layer: TenantLimitLayer,
-    server: usize,
-    attempts: &Attempts,
-) -> SocketAddr {
+/// Serves the health service behind `layer` (a tenant limit layer, or an
+/// adaptive one) on 127.0.0.1 as server number `server`, recording each
+/// attempt into `attempts` (outside the limit layer, so refused attempts
+/// too).
+pub async fn serve_health<L>(layer: L, server: usize, attempts: &Attempts) -> SocketAddr
+where
+    L: ServerLayer<tonic::service::Routes>,
+{
     let log = Arc::clone(&attempts.0);
     let stack = ServiceBuilder::new()
         .layer(tower::layer::layer_fn(move |inner| Recorded {
@@ -70,7 +72,7 @@ struct Recorded<S> {
 
 impl<S, B> tower::Service<http::Request<tonic::body::Body>> for Recorded<S>
 where
-    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<ResponseBody<B>>>,
+    S: tower::Service<http::Request<tonic::body::Body>, Response = http::Response<B>>,
     S::Future: Send + 'static,
     S::Error: 'static,
     B: 'static,
