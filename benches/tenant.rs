@@ -29,7 +29,9 @@ use support::alloc_count::{CountingAllocator, allocations};
 use support::tenant::{NoOp, call, tonic_request, wire_headers};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
-use tonic_hotpath::limits::{Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer};
+use tonic_hotpath::limits::{
+    AdaptiveLimitLayer, Gradient, Limits, Rate, TenantBudget, TenantBudgetExt, TenantLimitLayer,
+};
 use tonic_hotpath::metadata::{OutgoingMetadata, OutgoingMetadataExt, OutgoingMetadataLayer};
 use tonic_hotpath::tenant::{self, OrgId, RequireOrgIdLayer, SetOrgIdLayer, TenantIds};
 use tower::{BoxError, Layer, Service, ServiceBuilder};
@@ -173,6 +175,12 @@ fn server_layer(c: &mut Criterion) {
         &no_op,
         work_layer().layer(no_op.clone()),
     );
+    bench_calls(
+        &mut group,
+        ADAPTIVE,
+        &no_op,
+        adaptive_layer().layer(no_op.clone()),
+    );
     #[cfg(feature = "limits-redis")]
     if let Some(shared) = shared::limit_layer() {
         bench_calls(
@@ -307,6 +315,14 @@ fn budget(org_id: &str) -> TenantBudget {
 const LIMIT_ALONE: &str = "TenantLimit under its limits (no-op service)";
 const LIMIT_UNDER_REQUIRE: &str = "RequireOrgId over TenantLimit (no-op service)";
 const LIMIT_WITH_WORK: &str = "TenantLimit with a work rate (no-op service)";
+
+/// The `AdaptiveLimitLayer` row: a limit the benched calls never reach
+/// (pinned at 1 000: the controller runs, but never refuses).
+const ADAPTIVE: &str = "AdaptiveLimit under its limit (no-op service)";
+
+fn adaptive_layer() -> AdaptiveLimitLayer {
+    AdaptiveLimitLayer::new().gradient(Gradient::default().initial_limit(1000).limits(1000, 1000))
+}
 
 /// A limit layer whose limits the benched calls never reach, so every call
 /// is admitted and counted: an in-flight limit and a rate (1e9 per second,
@@ -617,6 +633,10 @@ fn interleaved_overhead() {
         LIMIT_WITH_WORK,
         round(&no_op, work_layer().layer(no_op.clone())),
     ));
+    variants.push((
+        ADAPTIVE,
+        round(&no_op, adaptive_layer().layer(no_op.clone())),
+    ));
     // Kept alive (its runtime tops the leases up) until the rounds end.
     #[cfg(feature = "limits-redis")]
     let shared = shared::limit_layer();
@@ -675,6 +695,12 @@ fn report_allocations() {
             drop(call(&mut work, tonic_request(ORG_ID)));
             let r = tonic_request(ORG_ID);
             allocations(|| call(&mut work, r)).0
+        }),
+        ("AdaptiveLimit call (known tenant)", {
+            let mut adaptive = adaptive_layer().layer(no_op.clone());
+            drop(call(&mut adaptive, tonic_request(ORG_ID)));
+            let r = tonic_request(ORG_ID);
+            allocations(|| call(&mut adaptive, r)).0
         }),
         ("TenantBudget::charge", {
             let budget = budget(ORG_ID);

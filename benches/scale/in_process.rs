@@ -211,6 +211,20 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
             generous_limits().layer(health_routes()),
             many_tenants_request,
         ),
+        server(
+            (
+                "adaptive",
+                "AdaptiveLimit 1 tenant",
+                "AdaptiveLimitLayer under its limit (pinned at 100 000: the controller runs, never refuses), every request for one tenant",
+            ),
+            tonic_hotpath::limits::AdaptiveLimitLayer::new()
+                .never_shed_services(Vec::<&str>::new())
+                .gradient(
+                    tonic_hotpath::limits::Gradient::default()
+                        .initial_limit(100_000)
+                        .limits(100_000, 100_000),
+                ),
+        ),
         service_mode(
             (
                 "set-org",

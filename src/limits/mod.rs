@@ -51,6 +51,22 @@
 //!   `FileWatch::with_metrics` (features `otel` and `limits-file`) exports
 //!   a watched file's reload status (last reload successful, its time,
 //!   reloads and failures), as Cortex's runtime config manager does.
+//! - **Adaptive admission** ([`AdaptiveLimitLayer`], module [`adaptive`]):
+//!   a server-wide concurrency limit learned from the latency of admitted
+//!   calls (never told the capacity), shared fairly among tenants; past
+//!   it a call is refused at once with `UNAVAILABLE` and a pushback.
+//!
+//! # Rates, adaptive admission, or both
+//!
+//! Rates ([`TenantLimitLayer`]) enforce what each tenant *may* use: a
+//! quota, known in advance, the same whatever the server's load
+//! (`RESOURCE_EXHAUSTED`: this tenant, anywhere). Adaptive admission
+//! ([`AdaptiveLimitLayer`]) protects what the server *can* do now: it
+//! follows the capacity as it moves and sheds the excess fairly
+//! (`UNAVAILABLE`: this server, now; retry elsewhere). Use rates for
+//! contracts and abuse, adaptive admission against overload, and both on
+//! a multi-tenant service: rates first (outside), so that a tenant over
+//! its quota is refused before it takes a place in the limit.
 //!
 //! # Where it goes
 //!
@@ -249,7 +265,8 @@
 //! floor, without a cycle); nothing imports back up.
 //!
 //! 1. **Vocabulary**: `config` (limits, rates), `gcra` (the bucket
-//!    arithmetic), `refusal` (the errors), `observer`, `otel`, `file`.
+//!    arithmetic), `refusal` and `overload` (the errors), `tenants` (the
+//!    tenants a call names), `observer`, `otel`, `file`.
 //! 2. **One tenant**: `state` (its atomics: in flight, the local call and
 //!    work buckets, the slot a shared keeper fills, the call's `Slot`).
 //! 3. **The seam**: `keeper`: where a tenant's rates are kept, chosen
@@ -268,11 +285,11 @@
 //!    Redis backend into the layer (`TenantLimitLayer::shared`) and the
 //!    handle (`LimitsHandle::shared_status`).
 //!
-//! The next kind of admission (adaptive concurrency) is a part of its own
-//! on floor 5, beside the backends: the limiter asks it after the rate,
-//! it reads the tenants' in-flight counts (floor 2) and learns latency
-//! from the call's `Slot` ending; it touches neither the seam nor the
-//! rate backends.
+//! Adaptive admission (`adaptive/`) is a part of its own beside the
+//! rates, with its own floors inside (the controller's arithmetic, the
+//! tenants' shares and the window's stripes, then the shared state, then
+//! its tower face): it imports only the vocabulary (floor 1) and touches
+//! neither the rates' state, the seam nor their backends.
 
 pub mod adaptive;
 mod body;
@@ -292,6 +309,7 @@ mod map;
 mod observer;
 #[cfg(feature = "otel")]
 mod otel;
+mod overload;
 mod refusal;
 #[cfg(feature = "limits-redis")]
 mod shared;
@@ -303,10 +321,7 @@ mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
 mod watch_otel;
 
-pub use adaptive::{
-    AdaptiveHandle, AdaptiveLimit, AdaptiveLimitLayer, AdaptiveStatus, Gradient, OverloadError,
-    OverloadReason,
-};
+pub use adaptive::{AdaptiveHandle, AdaptiveLimit, AdaptiveLimitLayer, AdaptiveStatus, Gradient};
 pub use body::{InFlightSlot, ResponseBody};
 pub use budget::{TenantBudget, TenantBudgetExt};
 pub use config::{InvalidRateError, Limits, Rate};
@@ -318,6 +333,7 @@ pub use layer::{TenantLimit, TenantLimitLayer};
 pub use observer::LimitObserver;
 #[cfg(feature = "otel")]
 pub use otel::{LimitMetrics, TenantLabels};
+pub use overload::{OverloadError, OverloadReason};
 pub use refusal::{LimitError, LimitKind};
 #[cfg(feature = "limits-redis")]
 pub use shared::{

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::adaptive::OverloadError;
+use super::overload::OverloadError;
 use super::refusal::LimitError;
 
 /// Told of every call [`TenantLimitLayer`](super::TenantLimitLayer)

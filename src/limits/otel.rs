@@ -11,8 +11,8 @@ use opentelemetry::metrics::AsyncInstrument;
 use opentelemetry::metrics::{Counter, Meter, MeterProvider};
 use opentelemetry::{InstrumentationScope, KeyValue, StringValue};
 
-use super::adaptive::OverloadError;
 use super::observer::LimitObserver;
+use super::overload::OverloadError;
 use super::refusal::LimitError;
 use crate::tenant::OrgId;
 

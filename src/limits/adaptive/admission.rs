@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::controller::{Controller, Gradient, Window};
-use super::refusal::OverloadError;
 use super::shares::{Share, Shares};
 use super::stripes::Stripes;
 use crate::limits::observer::LimitObserver;
+use crate::limits::overload::OverloadError;
 use crate::limits::tenants::{Tenants, tenants_of};
 use crate::tenant::OrgId;
 use crate::tenant::paths::PathSet;

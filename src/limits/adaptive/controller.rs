@@ -1,52 +1,52 @@
 //! [`Gradient`]: the concurrency limit learned from the latency of
 //! admitted calls, window by window: the arithmetic alone, on a clock
 //! the caller passes in (tests drive it by hand).
-//!
-//! # The rule
-//!
-//! Each window (100 ms by default, and at least `min_samples` latency
-//! samples) gives the mean latency of the unary calls that ended in it,
-//! `rtt`, and the most calls in flight at once, `peak`. The *baseline*
-//! is the least window mean over the last `baseline_horizon` (10 s): the
-//! latency of a call that found no queue. Then, as Envoy's adaptive
-//! concurrency filter and Netflix's gradient limits do:
-//!
-//! ```text
-//! gradient  = clamp(baseline × (1 + tolerance) / rtt, 0.5, 1.0)
-//! limit'    = limit × gradient + headroom(limit)
-//! ```
-//!
-//! with `headroom(limit) = queue_factor × √limit`. With no queue the
-//! gradient is 1 and the limit grows by the headroom (if the window used
-//! at least half of it: a server that is not loaded learns nothing about
-//! its capacity, so the limit does not drift up); with a queue the
-//! gradient shrinks it, at most by half a window. At rest the limit sits
-//! where the queue it lets build is about the headroom: on a server of
-//! `C` workers, `limit ≈ C × (1 + tolerance) + headroom`.
-//!
-//! # Keeping the baseline true
-//!
-//! Under a steady overload every window is at the limit, so every window
-//! carries the headroom's queue, and a baseline taken from them would
-//! creep up with it (Netflix's Gradient2 drifts so). Two things keep it
-//! true: the baseline is the *least* window over the horizon, and when the
-//! limit has been the bound for a `probe_interval` (5 s), one window runs
-//! at half the limit (a *probe*): the queue drains and that window's mean
-//! is the unqueued latency again. Envoy pins the limit to 3 for its
-//! minimum-RTT measurement; half the limit for one window refuses far
-//! less (about 1 % of one 5 s period, under full load, and nothing when
-//! the server is not at its limit: a window below half the limit measures
-//! the baseline by itself, and no probe is needed).
-//!
-//! The cost of a baseline: when every call becomes slower (a dependency
-//! slows down) the old, shorter baseline holds for up to a horizon, and
-//! the limit is too low meanwhile.
 
 use std::time::Duration;
 
 /// The parameters of the gradient controller that learns an
 /// [`AdaptiveLimitLayer`](super::AdaptiveLimitLayer)'s concurrency limit
-/// (see the [module docs](super) for the rule and why these defaults).
+/// (the [module docs](super) say why these defaults).
+///
+/// # The rule
+///
+/// Each window (100 ms by default, and at least `min_samples` latency
+/// samples) gives the mean latency of the unary calls that ended in it,
+/// `rtt`, and the most calls in flight at once, `peak`. The *baseline*
+/// is the least window mean over the last `baseline_horizon` (10 s): the
+/// latency of a call that found no queue. Then, as Envoy's adaptive
+/// concurrency filter and Netflix's gradient limits do:
+///
+/// ```text
+/// gradient  = clamp(baseline × (1 + tolerance) / rtt, 0.5, 1.0)
+/// limit'    = limit × gradient + headroom(limit)
+/// ```
+///
+/// with `headroom(limit) = queue_factor × √limit`. With no queue the
+/// gradient is 1 and the limit grows by the headroom (if the window used
+/// at least half of it: a server that is not loaded learns nothing about
+/// its capacity, so the limit does not drift up); with a queue the
+/// gradient shrinks it, at most by half a window. At rest the limit sits
+/// where the queue it lets build is about the headroom: on a server of
+/// `C` workers, `limit ≈ C × (1 + tolerance) + headroom`.
+///
+/// # Keeping the baseline true
+///
+/// Under a steady overload every window is at the limit, so every window
+/// carries the headroom's queue, and a baseline taken from them would
+/// creep up with it (Netflix's Gradient2 drifts so). Two things keep it
+/// true: the baseline is the *least* window over the horizon, and when the
+/// limit has been the bound for a `probe_interval` (5 s), one window runs
+/// at half the limit (a *probe*): the queue drains and that window's mean
+/// is the unqueued latency again. Envoy pins the limit to 3 for its
+/// minimum-RTT measurement; half the limit for one window refuses far
+/// less (about 1 % of one 5 s period, under full load, and nothing when
+/// the server is not at its limit: a window below half the limit measures
+/// the baseline by itself, and no probe is needed).
+///
+/// The cost of a baseline: when every call becomes slower (a dependency
+/// slows down) the old, shorter baseline holds for up to a horizon, and
+/// the limit is too low meanwhile.
 ///
 /// ```
 /// use std::time::Duration;

@@ -10,7 +10,7 @@ use tonic::Status;
 
 use super::admission::Place;
 use super::body::ResponseBody;
-use super::refusal::Refusal;
+use crate::limits::overload::Refusal;
 
 pin_project! {
     /// The response future of [`AdaptiveLimit`](super::AdaptiveLimit):

@@ -14,10 +14,10 @@ use super::admission::{Admission, Hook, Settings};
 use super::body::ResponseBody;
 use super::controller::Gradient;
 use super::future::ResponseFuture;
-use super::refusal::Refusal;
 use super::shares::Shares;
 use super::status::{AdaptiveHandle, AdaptiveStatus};
 use crate::limits::LimitObserver;
+use crate::limits::overload::Refusal;
 use crate::tenant::OrgId;
 use crate::tenant::paths::{PathSet, names};
 
@@ -31,7 +31,7 @@ const HEALTH: &str = "grpc.health.v1.Health";
 /// A call past the limit is refused at once, never queued: `UNAVAILABLE`
 /// with a `grpc-retry-pushback-ms` (retryable on another replica), as a
 /// trailers-only response, the inner service not called; plain HTTP gets
-/// `503` with `Retry-After` (see [`OverloadError`](super::OverloadError)).
+/// `503` with `Retry-After` (see [`OverloadError`](crate::limits::OverloadError)).
 /// At the limit, a tenant within its fair share (the limit split among the
 /// tenants with calls in flight, by weight) is still admitted: only
 /// tenants holding their share or more are refused. A call whose deadline

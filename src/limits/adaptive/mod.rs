@@ -93,7 +93,6 @@ mod future;
 mod layer;
 #[cfg(feature = "otel")]
 mod otel;
-mod refusal;
 mod shares;
 mod status;
 mod stripes;
@@ -102,5 +101,4 @@ pub use body::ResponseBody;
 pub use controller::Gradient;
 pub use future::ResponseFuture;
 pub use layer::{AdaptiveLimit, AdaptiveLimitLayer};
-pub use refusal::{OverloadError, OverloadReason};
 pub use status::{AdaptiveHandle, AdaptiveStatus};

@@ -21,7 +21,7 @@ pub enum OverloadReason {
     /// The server was at its concurrency limit and the call's tenant
     /// already held its fair share of it.
     Limit,
-    /// A shed-first call (a [batch method](super::AdaptiveLimitLayer::shed_first)),
+    /// A shed-first call (a [batch method](super::AdaptiveLimitLayer::shed_first_methods)),
     /// refused once the calls in flight reach a fraction of the limit.
     ShedFirst,
     /// The call's deadline (`grpc-timeout`) was shorter than the latency
