@@ -110,8 +110,9 @@ pub enum Outcome {
         /// Its `grpc-retry-pushback-ms`, if any.
         pushback_ms: Option<u64>,
     },
-    /// The deadline passed (the client's timer, or the server's
-    /// `DEADLINE_EXCEEDED`).
+    /// The deadline passed: the harness's timer, tonic's client timer
+    /// (`CANCELLED` "Timeout expired"), or the server's
+    /// `DEADLINE_EXCEEDED`.
     DeadlineExceeded,
     /// Anything else: a status the client made itself (a connection
     /// error, h2's GOAWAY), with its code and message.
@@ -144,7 +145,9 @@ impl Outcome {
         match result {
             Ok(()) if latency <= deadline => Self::Ok,
             Ok(()) => Self::OkLate,
-            Err(status) if status.code() == Code::DeadlineExceeded => Self::DeadlineExceeded,
+            Err(status) if status.code() == Code::DeadlineExceeded || tonics_timer(&status) => {
+                Self::DeadlineExceeded
+            }
             Err(status) if !status.metadata().is_empty() => Self::Refused {
                 code: status.code(),
                 pushback_ms: pushback(&status),
@@ -155,6 +158,15 @@ impl Outcome {
             },
         }
     }
+}
+
+/// Whether `status` is tonic's client-side deadline: its channel times a
+/// call by its `grpc-timeout` too, and reports the expiry as `CANCELLED`
+/// "Timeout expired" (`Status::from_error` of its `TimeoutExpired`).
+fn tonics_timer(status: &Status) -> bool {
+    status.code() == Code::Cancelled
+        && status.metadata().is_empty()
+        && status.message() == "Timeout expired"
 }
 
 /// One call: whose, when, how long, how it ended.
