@@ -94,7 +94,6 @@ fn main() {
 /// The measured capacity and the unloaded latency.
 struct Baseline {
     capacity: f64,
-    unloaded_p50: Duration,
     unloaded_p99: Duration,
 }
 
@@ -159,7 +158,6 @@ impl Bench {
         let unloaded = unloaded.report().overall;
         let baseline = Baseline {
             capacity,
-            unloaded_p50: unloaded.admitted_p50.unwrap_or_default(),
             unloaded_p99: unloaded.admitted_p99.unwrap_or_default(),
         };
         println!(
@@ -186,8 +184,8 @@ impl Bench {
             "adm. p99",
             "p99 ÷ unl.",
             "refused",
-            "refusal p50/p99 client",
-            "p50/p99 server",
+            "refusal p50/p99 (client)",
+            "server p50/p99 (µs)",
             "refused with",
             "slot time cancelled",
             "client errors",
@@ -210,8 +208,8 @@ impl Bench {
                     format!("{} / {}", ms(all.refusal_p50), ms(all.refusal_p99)),
                     format!(
                         "{} / {}",
-                        ms(report.server_refusal_p50),
-                        ms(report.server_refusal_p99)
+                        us(report.server_refusal_p50),
+                        us(report.server_refusal_p99)
                     ),
                     refusals(&report),
                     percent(slot_time.cancelled_share()),
@@ -370,6 +368,10 @@ fn ms(time: Option<Duration>) -> String {
         || "-".to_owned(),
         |t| format!("{:.1}", t.as_secs_f64() * 1e3),
     )
+}
+
+fn us(time: Option<Duration>) -> String {
+    time.map_or_else(|| "-".to_owned(), |t| t.as_micros().to_string())
 }
 
 fn percent(x: f64) -> String {

@@ -75,7 +75,27 @@ async fn a_cancelled_call_releases_its_slot() {
         "{status:?}"
     );
 
-    // The handler future was dropped: its slot is free, its time cancelled.
+    assert_slot_freed_by_the_cancel(&capacity).await;
+}
+
+/// Without `grpc-timeout`, only the client's reset ends the call on the
+/// server: hyper drops the handler future, and the slot with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_client_drops_releases_its_slot() {
+    let capacity = Capacity::new(1);
+    let server = OverloadServer::start(Contender::None, capacity.clone(), long(), SEED).await;
+    let mut client = EchoClient::new(support::connect(server.addr).await);
+    let held = tokio::spawn(async move {
+        drop(client.unary_echo(request(Some("tenant-a"), "held")).await);
+    });
+    wait_until("the call holding the slot", || capacity.busy() == 1).await;
+    held.abort();
+    assert_slot_freed_by_the_cancel(&capacity).await;
+}
+
+/// The one slot's call was dropped on the server: the slot is free, its
+/// time counted as cancelled.
+async fn assert_slot_freed_by_the_cancel(capacity: &Capacity) {
     wait_until("the slot freed", || capacity.busy() == 0).await;
     let time = capacity.slot_time();
     assert!(time.cancelled > Duration::ZERO, "{time:?}");

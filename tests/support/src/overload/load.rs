@@ -103,16 +103,15 @@ pub enum Outcome {
     /// were ready together).
     OkLate,
     /// Refused by the server: a status the server sent (a response, so
-    /// its metadata is not empty) other than `DEADLINE_EXCEEDED`.
+    /// its metadata is not empty) that is not a deadline's.
     Refused {
         /// The status code.
         code: Code,
         /// Its `grpc-retry-pushback-ms`, if any.
         pushback_ms: Option<u64>,
     },
-    /// The deadline passed: the harness's timer, tonic's client timer
-    /// (`CANCELLED` "Timeout expired"), or the server's
-    /// `DEADLINE_EXCEEDED`.
+    /// The deadline passed: the harness's timer, tonic's client or server
+    /// timer (`CANCELLED` "Timeout expired"), or a `DEADLINE_EXCEEDED`.
     DeadlineExceeded,
     /// Anything else: a status the client made itself (a connection
     /// error, h2's GOAWAY), with its code and message.
@@ -160,13 +159,13 @@ impl Outcome {
     }
 }
 
-/// Whether `status` is tonic's client-side deadline: its channel times a
-/// call by its `grpc-timeout` too, and reports the expiry as `CANCELLED`
-/// "Timeout expired" (`Status::from_error` of its `TimeoutExpired`).
+/// Whether `status` is one of tonic's own deadline timers: its channel
+/// times a call by its `grpc-timeout` too, and so does its server (outside
+/// every layer); each reports the expiry as `CANCELLED` "Timeout expired"
+/// (`Status::from_error` of its `TimeoutExpired`), the server's as a
+/// trailers-only response.
 fn tonics_timer(status: &Status) -> bool {
-    status.code() == Code::Cancelled
-        && status.metadata().is_empty()
-        && status.message() == "Timeout expired"
+    status.code() == Code::Cancelled && status.message() == "Timeout expired"
 }
 
 /// One call: whose, when, how long, how it ended.
