@@ -32,6 +32,7 @@ mod tenant_limits_pushback;
 mod tenant_limits_pushback_go;
 mod tenant_limits_release;
 mod tenant_limits_work;
+mod tenant_overload_harness;
 mod tenant_plain_http;
 mod tenant_rules;
 mod tenant_server_order;

@@ -14,7 +14,8 @@
 //!   HTTP/2 peer;
 //! - one module per part, built only with its feature: `stats_harness`,
 //!   `stats_events` and `compression` (`stats`), `tenant`, `limits`,
-//!   `otel` and `otel_harness`, `channelz`, `orca`.
+//!   `otel` and `otel_harness`, `channelz`, `orca`; [`overload`] (`limits`):
+//!   issue #46's server of known capacity, open-loop load and its report.
 //!
 //! It depends on tonic-hotpath itself: the test and bench binaries link
 //! one copy of the crate, built with their features, and this crate's
@@ -42,6 +43,8 @@ pub mod orca;
 pub mod otel;
 #[cfg(all(feature = "otel", feature = "metadata"))]
 pub mod otel_harness;
+#[cfg(feature = "limits")]
+pub mod overload;
 pub mod skip;
 pub mod stacks;
 #[cfg(feature = "stats")]
