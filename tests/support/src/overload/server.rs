@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
-use tonic_hotpath::limits::{Limits, TenantLimitLayer};
+use tonic_hotpath::limits::{AdaptiveLimitLayer, Limits, TenantLimitLayer};
 use tower::ServiceBuilder;
 use tower::layer::util::{Identity, Stack};
 use tower::limit::ConcurrencyLimitLayer;
@@ -43,6 +43,10 @@ pub enum Contender {
         /// Calls in flight at once per tenant.
         per_tenant: u32,
     },
+    /// `AdaptiveLimitLayer::new()`: a limit learned from latency (not told
+    /// the capacity), shared fairly by tenant, refused with `UNAVAILABLE`
+    /// and a pushback.
+    Adaptive,
 }
 
 impl Contender {
@@ -57,6 +61,7 @@ impl Contender {
             Self::TenantInFlight {
                 per_tenant: u32::try_from(slots).unwrap_or(u32::MAX),
             },
+            Self::Adaptive,
         ]
     }
 }
@@ -71,6 +76,7 @@ impl fmt::Display for Contender {
             Self::TenantInFlight { per_tenant } => {
                 write!(f, "TenantLimitLayer {per_tenant}/tenant")
             }
+            Self::Adaptive => f.write_str("AdaptiveLimitLayer"),
         }
     }
 }
@@ -120,6 +126,7 @@ impl OverloadServer {
             Contender::TenantInFlight { per_tenant } => served.behind(TenantLimitLayer::new(
                 Limits::unlimited().with_max_in_flight(per_tenant),
             )),
+            Contender::Adaptive => served.behind(AdaptiveLimitLayer::new()),
         };
         Self {
             addr,
