@@ -233,6 +233,7 @@ impl Bench {
         let mut table = Table::new(header(&[
             "contender",
             "quiet success",
+            "quiet refused / late",
             "quiet p99",
             "quiet p99 ÷ unl.",
             "noisy goodput/s",
@@ -245,6 +246,11 @@ impl Bench {
             table.row(vec![
                 contender.to_string(),
                 percent(quiet.success_rate()),
+                format!(
+                    "{} / {}",
+                    quiet.refused,
+                    quiet.deadline_exceeded + quiet.ok_late
+                ),
                 ms(quiet.admitted_p99),
                 ratio(quiet.admitted_p99, baseline.unloaded_p99),
                 spaced(noisy.goodput),

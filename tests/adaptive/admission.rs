@@ -52,14 +52,66 @@ async fn past_the_limit_a_call_is_refused_at_once_with_unavailable_and_a_pushbac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tenant_within_its_share_is_admitted_when_another_holds_the_limit() {
+async fn at_the_limit_a_tenant_beyond_its_share_is_refused_and_a_light_one_is_not() {
+    let layer = pinned(8);
+    let handle = layer.handle();
+    let (addr, gate) = serve(layer).await;
+    let client = client(addr).await;
+    // The noisy tenant's quick calls fill a window (its admissions are
+    // what the next window judges by); the quiet tenant makes none.
+    gate.open();
+    let deadline = support::deadline();
+    while handle.status().latency.is_zero() {
+        assert_eq!(call(&client, Some("noisy"), "quick").await.0, Code::Ok);
+        assert!(std::time::Instant::now() < deadline, "no window closed");
+    }
+    gate.close();
+    let entered = gate.entered();
+    let (noisy, _) = burst(&client, "noisy", HOLD, 8);
+    wait_until("the noisy tenant holds the limit", || {
+        gate.entered() == entered + 8
+    })
+    .await;
+    // At the limit, over its share (all of the last window's admissions):
+    // refused.
+    let refused = call(&client, Some("noisy"), "more").await;
+    assert_eq!(refused.0, Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.1.contains("tenant \"noisy\" holds its share (8)"),
+        "{refused:?}"
+    );
+
+    // The quiet tenant, light (none of the last window's admissions), is
+    // admitted within its share of the calls in flight (4 of 8) and
+    // beyond, up to twice the limit in all.
+    let (quiet, _) = burst(&client, "quiet", HOLD, 8);
+    wait_until("eight quiet calls admitted", || {
+        gate.entered() == entered + 16
+    })
+    .await;
+    let ninth = call(&client, Some("quiet"), "ninth").await;
+    assert_eq!(ninth.0, Code::Unavailable, "{ninth:?}");
+    assert!(
+        ninth.1.contains("tenant \"quiet\" holds its share (4)"),
+        "{ninth:?}"
+    );
+    assert_eq!(
+        call(&client, Some("noisy"), "more").await.0,
+        Code::Unavailable
+    );
+
+    gate.open();
+    assert_eq!(count(&outcomes(noisy).await, Code::Ok), 8);
+    assert_eq!(count(&outcomes(quiet).await, Code::Ok), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_admissions_to_judge_by_a_tenant_gets_its_share_of_the_calls_in_flight() {
     let (addr, gate) = serve(pinned(4)).await;
     let client = client(addr).await;
     let (noisy, _) = burst(&client, "noisy", HOLD, 4);
     wait_until("the noisy tenant holds the limit", || gate.entered() == 4).await;
-
-    // Two tenants active: a share of 2 each. The quiet one's first two
-    // calls are within it; its third is not.
+    // Two tenants with calls in flight: a share of 2 each.
     let (quiet, _) = burst(&client, "quiet", HOLD, 2);
     wait_until("the quiet tenant's two calls admitted", || {
         gate.entered() == 6
@@ -68,12 +120,10 @@ async fn a_tenant_within_its_share_is_admitted_when_another_holds_the_limit() {
     let third = call(&client, Some("quiet"), "third").await;
     assert_eq!(third.0, Code::Unavailable, "{third:?}");
     assert!(third.1.contains("holds its share (2)"), "{third:?}");
-    // The noisy tenant, over its share, is refused too.
     assert_eq!(
         call(&client, Some("noisy"), "more").await.0,
         Code::Unavailable
     );
-
     gate.open();
     assert_eq!(count(&outcomes(noisy).await, Code::Ok), 4);
     assert_eq!(count(&outcomes(quiet).await, Code::Ok), 2);

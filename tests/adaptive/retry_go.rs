@@ -45,8 +45,14 @@ async fn grpc_go_retries_an_overload_refusal_on_another_replica() {
     assert!(!refused.is_empty(), "{attempts:?}");
     assert!(refused.iter().all(|a| a.server == 0), "{attempts:?}");
     // Each refusal was followed by its retry, on another replica, at
-    // least the pushback later (and not grpc-go's 10 s backoff).
-    for pair in attempts.windows(2) {
+    // least the pushback later (and not grpc-go's 10 s backoff); from the
+    // first admitted attempt on, that is (while grpc-go's channel still
+    // connects, replica 0 may be the only one it can pick).
+    let connected = attempts
+        .iter()
+        .position(|a| a.pushback_ms.is_none())
+        .expect("an admitted attempt");
+    for pair in attempts[connected..].windows(2) {
         let (refusal, retry) = (pair[0], pair[1]);
         let Some(pushback_ms) = refusal.pushback_ms else {
             continue;

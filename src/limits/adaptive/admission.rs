@@ -58,6 +58,10 @@ pub(crate) struct Admission {
     in_flight: AtomicU32,
     /// The most calls in flight at once in the current window.
     peak: AtomicU32,
+    /// The windows closed so far (from 1: the first window is 1).
+    window_index: AtomicU64,
+    /// Calls admitted in the last window closed.
+    last_admitted: AtomicU64,
     samples: Stripes,
     window_start: AtomicU64,
     controller: Mutex<Controller>,
@@ -92,6 +96,8 @@ impl Admission {
             start,
             in_flight: AtomicU32::new(0),
             peak: AtomicU32::new(0),
+            window_index: AtomicU64::new(1),
+            last_admitted: AtomicU64::new(0),
             samples: Stripes::new(),
             window_start: AtomicU64::new(0),
             latency: AtomicU64::new(0),
@@ -202,7 +208,7 @@ impl Admission {
             let (mine, active) = self.shares.enter(share);
             let fair = Shares::fair(limit, Shares::weight(share), active);
             if u64::from(mine) > fair && over_share.is_none() {
-                over_share = Some(fair);
+                over_share = Some((fair, active));
             }
         });
         let admitted = match priority {
@@ -210,11 +216,25 @@ impl Admission {
             Priority::ShedFirst => {
                 f64::from(before) < f64::from(limit) * self.settings.shed_first_fraction
             }
-            Priority::Normal => before < limit || over_share.is_none(),
+            Priority::Normal => match over_share {
+                _ if before < limit => true,
+                None => true,
+                Some((_, active)) => self.light(&shares, active, before, limit),
+            },
         };
         if !admitted {
-            return Err(self.refuse(priority, before, limit, over_share, &shares, first));
+            return Err(self.refuse(
+                priority,
+                before,
+                limit,
+                over_share.map(|(fair, _)| fair),
+                &shares,
+                first,
+            ));
         }
+        let window = self.window_index.load(Ordering::Relaxed);
+        shares.for_each(|share| share.admitted(window));
+        self.samples.admitted();
         let now_in = before + 1;
         if now_in > self.peak.load(Ordering::Relaxed) {
             self.peak.fetch_max(now_in, Ordering::Relaxed);
@@ -225,6 +245,28 @@ impl Admission {
             start: self.now(),
             sample: false,
         })
+    }
+
+    /// At the limit, a call over its tenant's share of the calls in
+    /// flight: admitted all the same if its tenants are light, each
+    /// admitted in the last window less than ¾ of its share of the calls
+    /// the server admitted then (`active`: the tenants' summed weight), so
+    /// that a quiet tenant's burst is not refused for a noisy one (the
+    /// noisy tenant, over its share of both, is refused first); the calls
+    /// in flight stay within twice the limit.
+    #[cold]
+    fn light(&self, shares: &Places, active: u64, before: u32, limit: u32) -> bool {
+        if u64::from(before) >= u64::from(limit) * 2 {
+            return false;
+        }
+        let window = self.window_index.load(Ordering::Relaxed);
+        let admitted = self.last_admitted.load(Ordering::Relaxed);
+        let mut light = true;
+        shares.for_each(|share| {
+            let share_of_admitted = admitted * u64::from(Shares::weight(share)) / active.max(1);
+            light &= u64::from(share.last_window(window)) * 4 < share_of_admitted * 3;
+        });
+        light
     }
 
     #[cold]
@@ -292,6 +334,9 @@ impl Admission {
         }
         self.samples.take(samples, total_nanos);
         let peak = self.peak.swap(self.in_flight(), Ordering::Relaxed);
+        self.last_admitted
+            .store(self.samples.take_admitted(), Ordering::Relaxed);
+        self.window_index.fetch_add(1, Ordering::Relaxed);
         let limit = controller.update(
             Window {
                 samples,

@@ -36,13 +36,14 @@ use std::time::Duration;
 /// carries the headroom's queue, and a baseline taken from them would
 /// creep up with it (Netflix's Gradient2 drifts so). Two things keep it
 /// true: the baseline is the *least* window over the horizon, and when the
-/// limit has been the bound for a `probe_interval` (5 s), one window runs
-/// at half the limit (a *probe*): the queue drains and that window's mean
-/// is the unqueued latency again. Envoy pins the limit to 3 for its
-/// minimum-RTT measurement; half the limit for one window refuses far
-/// less (about 1 % of one 5 s period, under full load, and nothing when
-/// the server is not at its limit: a window below half the limit measures
-/// the baseline by itself, and no probe is needed).
+/// limit has been the bound for a `probe_interval` (5 s; 1 s before the
+/// first probe), two windows run at half the limit (a *probe*): the first
+/// drains the queue, and the second's mean is the unqueued latency again.
+/// Envoy pins the limit to 3 for its minimum-RTT measurement; half the
+/// limit for two windows refuses far less (under full load, about half of
+/// 0.2 s in each 5 s, and nothing when the server is not at its limit: a
+/// window below half the limit measures the baseline by itself, and no
+/// probe is needed).
 ///
 /// The cost of a baseline: when every call becomes slower (a dependency
 /// slows down) the old, shorter baseline holds for up to a horizon, and
@@ -195,8 +196,11 @@ pub(crate) struct Controller {
     baseline: [(u64, f64); SLOTS],
     /// Since when (nanoseconds) the limit has been the bound, if it is.
     bound_since: Option<u64>,
-    /// The limit to return to after a probe window, during one.
-    probing: Option<f64>,
+    /// During a probe: the limit to return to, and the probe windows
+    /// left (two: one drains the queue, one measures).
+    probing: Option<(f64, u8)>,
+    /// Whether a probe has run (the first comes sooner).
+    probed: bool,
     /// The last window's mean latency, nanoseconds.
     last_rtt: f64,
 }
@@ -209,6 +213,7 @@ impl Controller {
             baseline: [(u64::MAX, f64::INFINITY); SLOTS],
             bound_since: None,
             probing: None,
+            probed: false,
             last_rtt: 0.0,
         }
     }
@@ -271,10 +276,15 @@ impl Controller {
         let rtt = window.total_nanos as f64 / window.samples as f64;
         self.last_rtt = rtt;
         self.remember(now, rtt);
-        if let Some(limit) = self.probing.take() {
-            // The probe window measured the baseline; back to the limit.
-            self.limit = limit;
-            self.bound_since = None;
+        if let Some((limit, left)) = self.probing.take() {
+            // The first probe window drained the queue; the second
+            // measured the baseline. Then back to the limit.
+            if left > 1 {
+                self.probing = Some((limit, left - 1));
+            } else {
+                self.limit = limit;
+                self.bound_since = None;
+            }
             return self.limit();
         }
         let baseline = self.least(now).unwrap_or(rtt);
@@ -292,8 +302,10 @@ impl Controller {
         self.limit()
     }
 
-    /// Starts a probe window (half the limit) when the limit has been the
-    /// bound for a probe interval.
+    /// Starts a probe (half the limit for two windows) when the limit has
+    /// been the bound for a probe interval (a fifth of it before the first
+    /// probe: a server started under overload never saw an unqueued
+    /// window, and its baseline is too long until it probes).
     fn probe_when_due(&mut self, window: Window, now: u64) {
         let bound = f64::from(window.peak) >= self.limit.floor();
         if !bound {
@@ -301,9 +313,13 @@ impl Controller {
             return;
         }
         let since = *self.bound_since.get_or_insert(now);
-        let interval = u64::try_from(self.config.probe_interval.as_nanos()).unwrap_or(u64::MAX);
+        let mut interval = u64::try_from(self.config.probe_interval.as_nanos()).unwrap_or(u64::MAX);
+        if !self.probed {
+            interval /= 5;
+        }
         if now.saturating_sub(since) >= interval {
-            self.probing = Some(self.limit);
+            self.probing = Some((self.limit, 2));
+            self.probed = true;
             self.limit = (self.limit / 2.0).max(f64::from(self.config.min));
             self.bound_since = None;
         }
@@ -405,28 +421,33 @@ mod tests {
     }
 
     #[test]
-    fn a_long_bound_limit_probes_at_half_for_one_window() {
+    fn a_long_bound_limit_probes_at_half_for_two_windows() {
         let config = Gradient::default().probe_interval(Duration::from_secs(1));
         let mut controller = Controller::new(config);
         let mut now = 0;
         controller.update(window(20, 10.0, 4), now + 1);
-        let mut probes = 0;
+        let mut starts = Vec::new();
+        let mut probing_windows = 0;
         let mut before = 0;
-        for _ in 0..30 {
+        for i in 1..=30 {
             let limit = controller.limit();
+            let was = controller.is_probing();
             overloaded(&mut controller, 8.0, 10.0, &mut now);
             if controller.is_probing() {
-                probes += 1;
-                before = limit;
-                assert!(controller.limit() <= limit.div_ceil(2) + 1);
-            } else if before != 0 {
-                // The window after the probe returns to the limit before it.
+                probing_windows += 1;
+                if !was {
+                    starts.push(i);
+                    before = limit;
+                    assert!(controller.limit() <= limit.div_ceil(2) + 1);
+                }
+            } else if was {
+                // Back to the limit before the probe.
                 assert!(controller.limit() >= before - 1, "{}", controller.limit());
-                before = 0;
             }
         }
-        // 3 s bound, a probe each second (the first after the interval).
-        assert!((2..=3).contains(&probes), "{probes}");
+        // The first probe after 0.2 s at the limit, then one a second.
+        assert_eq!(starts, [3, 16, 29]);
+        assert_eq!(probing_windows, 2 + 2 + 2);
     }
 
     #[test]

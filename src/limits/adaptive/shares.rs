@@ -7,11 +7,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// One tenant's calls in flight and weight.
+/// One tenant's calls in flight, weight, and recent admissions.
 #[derive(Debug)]
 pub(crate) struct Share {
     in_flight: AtomicU32,
     weight: u32,
+    /// The window its admissions are counted in (high 32 bits) and their
+    /// count (low 32 bits).
+    recent: AtomicU64,
+    /// Its admissions in the window before that one.
+    previous: AtomicU32,
     /// Set by each call, cleared by each sweep: a share unseen since the
     /// last sweep and with nothing in flight is evicted.
     seen: AtomicBool,
@@ -22,7 +27,62 @@ impl Share {
         Self {
             in_flight: AtomicU32::new(0),
             weight,
+            recent: AtomicU64::new(0),
+            previous: AtomicU32::new(0),
             seen: AtomicBool::new(true),
+        }
+    }
+
+    /// Counts an admission in window `window` (the windows closed so
+    /// far, from 1).
+    #[inline]
+    pub(crate) fn admitted(&self, window: u64) {
+        let recent = self.recent.load(Ordering::Relaxed);
+        if recent >> 32 == window & 0xffff_ffff {
+            self.recent.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.roll(recent, window);
+        }
+    }
+
+    /// The tenant's first admission in a new window: the count so far
+    /// becomes the previous one (if that window was the last), the new
+    /// one starts at 1. A race with another admission of the tenant loses
+    /// a count at most.
+    #[cold]
+    fn roll(&self, recent: u64, window: u64) {
+        let window = window & 0xffff_ffff;
+        let last = if recent >> 32 == window.wrapping_sub(1) & 0xffff_ffff {
+            (recent & 0xffff_ffff) as u32
+        } else {
+            0
+        };
+        if self
+            .recent
+            .compare_exchange(
+                recent,
+                (window << 32) | 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.previous.store(last, Ordering::Relaxed);
+        } else {
+            self.recent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Its admissions in the last window closed before `window`.
+    pub(crate) fn last_window(&self, window: u64) -> u32 {
+        let recent = self.recent.load(Ordering::Relaxed);
+        let index = recent >> 32;
+        if index == window & 0xffff_ffff {
+            self.previous.load(Ordering::Relaxed)
+        } else if index == window.wrapping_sub(1) & 0xffff_ffff {
+            (recent & 0xffff_ffff) as u32
+        } else {
+            0
         }
     }
 
@@ -183,6 +243,23 @@ mod tests {
         assert_eq!(Shares::fair(12, 3, 4), 9);
         assert_eq!(Shares::fair(12, 1, 4), 3);
         assert_eq!(Shares::fair(3, 1, 0), 3);
+    }
+
+    #[test]
+    fn admissions_are_counted_per_window_and_the_last_one_is_read() {
+        let share = Share::new(1);
+        assert_eq!(share.last_window(1), 0);
+        share.admitted(1);
+        share.admitted(1);
+        assert_eq!(share.last_window(1), 0, "window 1 is not over");
+        assert_eq!(share.last_window(2), 2);
+        share.admitted(2);
+        assert_eq!(share.last_window(2), 2);
+        assert_eq!(share.last_window(3), 1);
+        // An idle window in between: nothing in the last one.
+        share.admitted(5);
+        assert_eq!(share.last_window(5), 0);
+        assert_eq!(share.last_window(7), 0);
     }
 
     #[test]

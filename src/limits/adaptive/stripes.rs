@@ -1,17 +1,18 @@
-//! [`Stripes`]: a window's latency samples, counted on one cache line per
-//! group of threads, so that calls ending on many cores at once do not
-//! all write one counter.
+//! [`Stripes`]: a window's latency samples and admitted calls, counted on
+//! one cache line per group of threads, so that calls on many cores at
+//! once do not all write one counter.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// One stripe: samples and their summed nanoseconds, alone on its cache
-/// line (128 bytes: two lines, against the adjacent-line prefetcher).
+/// One stripe: samples, their summed nanoseconds and admitted calls,
+/// alone on its cache line (128 bytes: two lines, against the adjacent-line prefetcher).
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Stripe {
     samples: AtomicU64,
     nanos: AtomicU64,
+    admitted: AtomicU64,
 }
 
 /// Samples summed over stripes; a thread always adds to the same one.
@@ -45,12 +46,31 @@ impl Stripes {
         }
     }
 
+    #[inline]
+    fn mine(&self) -> &Stripe {
+        &self.stripes[thread_index() & (self.stripes.len() - 1)]
+    }
+
     /// Adds a sample of `nanos`.
     #[inline]
     pub(crate) fn add(&self, nanos: u64) {
-        let stripe = &self.stripes[thread_index() & (self.stripes.len() - 1)];
+        let stripe = self.mine();
         stripe.samples.fetch_add(1, Ordering::Relaxed);
         stripe.nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Counts an admitted call.
+    #[inline]
+    pub(crate) fn admitted(&self) {
+        self.mine().admitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The calls admitted since the last time, counted from zero again.
+    pub(crate) fn take_admitted(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|stripe| stripe.admitted.swap(0, Ordering::Relaxed))
+            .sum()
     }
 
     /// The samples so far and their summed nanoseconds.
