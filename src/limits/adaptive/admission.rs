@@ -327,20 +327,21 @@ impl Admission {
         if now.saturating_sub(start) < window {
             return;
         }
-        let (samples, total_nanos) = self.samples.peek();
+        let sums = self.samples.peek();
         let min_samples = u64::from(self.settings.gradient.min_samples_of());
-        if samples < min_samples && now.saturating_sub(start) < window.saturating_mul(10) {
+        if sums.samples < min_samples && now.saturating_sub(start) < window.saturating_mul(10) {
             return;
         }
-        self.samples.take(samples, total_nanos);
+        self.samples.take(sums);
         let peak = self.peak.swap(self.in_flight(), Ordering::Relaxed);
         self.last_admitted
             .store(self.samples.take_admitted(), Ordering::Relaxed);
         self.window_index.fetch_add(1, Ordering::Relaxed);
         let limit = controller.update(
             Window {
-                samples,
-                total_nanos,
+                samples: sums.samples,
+                total_nanos: sums.nanos,
+                squares_micros: sums.squares,
                 peak,
             },
             now,

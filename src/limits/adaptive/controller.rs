@@ -23,10 +23,15 @@ use std::time::Duration;
 /// ```
 ///
 /// with `headroom(limit) = queue_factor × √limit`. With no queue the
-/// gradient is 1 and the limit grows by the headroom (if the window used
-/// at least half of it: a server that is not loaded learns nothing about
-/// its capacity, so the limit does not drift up); with a queue the
-/// gradient shrinks it, at most by half a window. At rest the limit sits
+/// gradient is 1 and the limit grows by the headroom, and after three such
+/// windows in a row by 15 % a window at least (if the window used at least
+/// half of it: a server that is not
+/// loaded learns nothing about its capacity, so the limit does not drift
+/// up); with a queue the gradient shrinks it, at most by half a window.
+/// A window's mean is noisy: the latency now counts less one standard
+/// error of its window, and each window counts towards the baseline as
+/// its mean plus two (the least of many noisy means would otherwise sit
+/// below the true unqueued latency, and hold the limit too low). At rest the limit sits
 /// where the queue it lets build is about the headroom: on a server of
 /// `C` workers, `limit ≈ C × (1 + tolerance) + headroom`.
 ///
@@ -79,9 +84,9 @@ impl Default for Gradient {
             min: 2,
             max: 1000,
             window: Duration::from_millis(100),
-            min_samples: 10,
+            min_samples: 30,
             tolerance: 0.05,
-            queue_factor: 0.5,
+            queue_factor: 0.25,
             baseline_horizon: Duration::from_secs(10),
             probe_interval: Duration::from_secs(5),
         }
@@ -110,7 +115,7 @@ impl Gradient {
         self
     }
 
-    /// The fewest samples a window needs (default 10): a window with fewer
+    /// The fewest samples a window needs (default 30): a window with fewer
     /// is extended, so a quiet server's few calls are not one noisy mean.
     pub fn min_samples(mut self, samples: u32) -> Self {
         self.min_samples = samples.max(1);
@@ -130,7 +135,7 @@ impl Gradient {
     }
 
     /// The queue the limit allows beyond the workers, as a factor of
-    /// `√limit` (default 0.5): more keeps the workers busier through a
+    /// `√limit` (default 0.25): more keeps the workers busier through a
     /// burst, less keeps latency nearer the baseline.
     pub fn queue_factor(mut self, factor: f64) -> Self {
         self.queue_factor = if factor.is_finite() {
@@ -178,9 +183,32 @@ pub(crate) struct Window {
     pub(crate) samples: u64,
     /// Their summed latency, nanoseconds.
     pub(crate) total_nanos: u64,
+    /// Their summed squares, in µs².
+    pub(crate) squares_micros: u64,
     /// The most calls in flight at once in the window.
     pub(crate) peak: u32,
 }
+
+impl Window {
+    /// The standard error of the window's mean `mean` (ns): the samples'
+    /// standard deviation ÷ √samples.
+    fn standard_error(&self, mean: f64) -> f64 {
+        let n = self.samples as f64;
+        let mean_micros = mean / 1e3;
+        let variance = (self.squares_micros as f64 / n - mean_micros * mean_micros).max(0.0);
+        variance.sqrt() * 1e3 / n.sqrt()
+    }
+}
+
+/// The least growth of a limit found used and unqueued for
+/// [`CLEAN_WINDOWS`] windows in a row, per window.
+const GROWTH: f64 = 0.15;
+/// Windows used and unqueued in a row before the limit grows by
+/// [`GROWTH`].
+const CLEAN_WINDOWS: u8 = 3;
+
+/// Standard errors added to a window's mean for the baseline.
+const Z_BASELINE: f64 = 2.0;
 
 /// The least window mean per slot of the baseline horizon (a horizon cut
 /// in [`SLOTS`] slots): the least over the horizon is the least slot.
@@ -203,6 +231,8 @@ pub(crate) struct Controller {
     probed: bool,
     /// The last window's mean latency, nanoseconds.
     last_rtt: f64,
+    /// Windows used and unqueued in a row.
+    clean: u8,
 }
 
 impl Controller {
@@ -215,6 +245,7 @@ impl Controller {
             probing: None,
             probed: false,
             last_rtt: 0.0,
+            clean: 0,
         }
     }
 
@@ -274,8 +305,12 @@ impl Controller {
             return self.limit();
         }
         let rtt = window.total_nanos as f64 / window.samples as f64;
+        let error = window.standard_error(rtt);
         self.last_rtt = rtt;
-        self.remember(now, rtt);
+        // A window's mean is noisy: the least of many is below their true
+        // mean by a few standard errors. Each counts as its mean plus two
+        // (the unqueued latency it proves at most).
+        self.remember(now, rtt + Z_BASELINE * error);
         if let Some((limit, left)) = self.probing.take() {
             // The first probe window drained the queue; the second
             // measured the baseline. Then back to the limit.
@@ -287,18 +322,35 @@ impl Controller {
             }
             return self.limit();
         }
+        // Bound: the window reached the limit in force during it.
+        let bound = f64::from(window.peak) >= self.limit.floor();
         let baseline = self.least(now).unwrap_or(rtt);
-        let gradient = (baseline * (1.0 + self.config.tolerance) / rtt).clamp(0.5, 1.0);
+        // The latency now, less one standard error: noise alone does not
+        // shrink the limit.
+        let now_at_least = (rtt - error).max(1.0);
+        let gradient = (baseline * (1.0 + self.config.tolerance) / now_at_least).clamp(0.5, 1.0);
         let headroom = self.config.queue_factor * self.limit.sqrt();
         let used = f64::from(window.peak) >= self.limit / 2.0;
         let next = if gradient >= 1.0 && !used {
             // Not loaded: nothing learned about the capacity.
+            self.clean = 0;
             self.limit
+        } else if gradient >= 1.0 {
+            // Used without a queue: grow by the headroom; after three such
+            // windows in a row capacity is plainly unused (restored), and
+            // the limit grows by 15 % a window at least.
+            self.clean = self.clean.saturating_add(1);
+            if self.clean >= CLEAN_WINDOWS {
+                self.limit + headroom.max(self.limit * GROWTH)
+            } else {
+                self.limit + headroom
+            }
         } else {
+            self.clean = 0;
             self.limit * gradient + headroom
         };
         self.limit = next.clamp(f64::from(self.config.min), f64::from(self.config.max));
-        self.probe_when_due(window, now);
+        self.probe_when_due(bound, now);
         self.limit()
     }
 
@@ -306,8 +358,7 @@ impl Controller {
     /// been the bound for a probe interval (a fifth of it before the first
     /// probe: a server started under overload never saw an unqueued
     /// window, and its baseline is too long until it probes).
-    fn probe_when_due(&mut self, window: Window, now: u64) {
-        let bound = f64::from(window.peak) >= self.limit.floor();
+    fn probe_when_due(&mut self, bound: bool, now: u64) {
         if !bound {
             self.bound_since = None;
             return;
@@ -333,9 +384,12 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn window(samples: u64, mean_ms: f64, peak: u32) -> Window {
+        // No spread: every sample at the mean.
+        let micros = (mean_ms * 1e3) as u64;
         Window {
             samples,
             total_nanos: (samples as f64 * mean_ms * MS as f64) as u64,
+            squares_micros: samples * micros * micros,
             peak,
         }
     }
@@ -368,21 +422,24 @@ mod tests {
     #[test]
     fn no_queue_at_the_limit_grows_by_the_headroom() {
         let mut controller = Controller::new(Gradient::default());
-        // 16 in flight, at the baseline: 16 × 1 + 0.5 × √16 = 18.
-        assert_eq!(controller.update(window(20, 10.0, 16), 100 * MS), 18);
+        // 16 in flight, at the baseline: 16 + 0.25 × √16 = 17; after three
+        // such windows, 15 % a window.
+        assert_eq!(controller.update(window(20, 10.0, 16), 100 * MS), 17);
+        assert_eq!(controller.update(window(20, 10.0, 17), 200 * MS), 18);
+        assert_eq!(controller.update(window(20, 10.0, 18), 300 * MS), 21);
     }
 
     #[test]
     fn a_queue_shrinks_the_limit_at_most_by_half_a_window() {
         let mut controller = Controller::new(Gradient::default().initial_limit(100));
         controller.update(window(20, 10.0, 10), 100 * MS);
-        // Twice the baseline × 1.05: gradient 0.525; 100 × 0.525 + 5.
-        assert_eq!(controller.update(window(20, 20.0, 100), 200 * MS), 58);
+        // Twice the baseline × 1.05: gradient 0.525; 100 × 0.525 + 2.5.
+        assert_eq!(controller.update(window(20, 20.0, 100), 200 * MS), 55);
         // Ten times: the gradient is clamped to 0.5.
-        let limit = controller.update(window(20, 100.0, 58), 300 * MS);
+        let limit = controller.update(window(20, 100.0, 55), 300 * MS);
         assert_eq!(
             limit,
-            (57.5_f64 * 0.5 + 0.5 * 57.5_f64.sqrt()).round() as u32
+            (55.0_f64 * 0.5 + 0.25 * 55.0_f64.sqrt()).round() as u32
         );
     }
 

@@ -12,7 +12,19 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 struct Stripe {
     samples: AtomicU64,
     nanos: AtomicU64,
+    /// Summed squares of the samples in microseconds (µs²: a sample of
+    /// 4 s adds 1.6e13, so 10⁶ of them fit).
+    squares: AtomicU64,
     admitted: AtomicU64,
+}
+
+/// Samples so far: how many, their summed nanoseconds, their summed
+/// squares in µs².
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Sums {
+    pub(crate) samples: u64,
+    pub(crate) nanos: u64,
+    pub(crate) squares: u64,
 }
 
 /// Samples summed over stripes; a thread always adds to the same one.
@@ -55,8 +67,12 @@ impl Stripes {
     #[inline]
     pub(crate) fn add(&self, nanos: u64) {
         let stripe = self.mine();
+        let micros = nanos / 1_000;
         stripe.samples.fetch_add(1, Ordering::Relaxed);
         stripe.nanos.fetch_add(nanos, Ordering::Relaxed);
+        stripe
+            .squares
+            .fetch_add(micros.saturating_mul(micros), Ordering::Relaxed);
     }
 
     /// Counts an admitted call.
@@ -73,29 +89,39 @@ impl Stripes {
             .sum()
     }
 
-    /// The samples so far and their summed nanoseconds.
-    pub(crate) fn peek(&self) -> (u64, u64) {
+    /// The samples so far.
+    pub(crate) fn peek(&self) -> Sums {
         self.stripes
             .iter()
-            .fold((0, 0), |(samples, nanos), stripe| {
-                (
-                    samples + stripe.samples.load(Ordering::Relaxed),
-                    nanos.saturating_add(stripe.nanos.load(Ordering::Relaxed)),
-                )
+            .fold(Sums::default(), |sums, stripe| Sums {
+                samples: sums.samples + stripe.samples.load(Ordering::Relaxed),
+                nanos: sums
+                    .nanos
+                    .saturating_add(stripe.nanos.load(Ordering::Relaxed)),
+                squares: sums
+                    .squares
+                    .saturating_add(stripe.squares.load(Ordering::Relaxed)),
             })
     }
 
-    /// Takes away `samples` samples of `nanos` in all (what
-    /// [`peek`](Self::peek) read): samples added since stay for the next
-    /// window.
-    pub(crate) fn take(&self, mut samples: u64, mut nanos: u64) {
+    /// Takes away `sums` (what [`peek`](Self::peek) read): samples added
+    /// since stay for the next window.
+    pub(crate) fn take(&self, sums: Sums) {
+        let Sums {
+            mut samples,
+            mut nanos,
+            mut squares,
+        } = sums;
         for stripe in self.stripes.iter() {
-            let here = stripe.samples.load(Ordering::Relaxed).min(samples);
-            stripe.samples.fetch_sub(here, Ordering::Relaxed);
-            samples -= here;
-            let here = stripe.nanos.load(Ordering::Relaxed).min(nanos);
-            stripe.nanos.fetch_sub(here, Ordering::Relaxed);
-            nanos -= here;
+            for (counter, left) in [
+                (&stripe.samples, &mut samples),
+                (&stripe.nanos, &mut nanos),
+                (&stripe.squares, &mut squares),
+            ] {
+                let here = counter.load(Ordering::Relaxed).min(*left);
+                counter.fetch_sub(here, Ordering::Relaxed);
+                *left -= here;
+            }
         }
     }
 }
@@ -111,14 +137,29 @@ mod tests {
             for _ in 0..4 {
                 scope.spawn(|| {
                     for _ in 0..1000 {
-                        stripes.add(3);
+                        stripes.add(3_000);
                     }
                 });
             }
         });
-        assert_eq!(stripes.peek(), (4000, 12_000));
-        stripes.take(4000, 12_000);
-        stripes.add(5);
-        assert_eq!(stripes.peek(), (1, 5));
+        let sums = stripes.peek();
+        assert_eq!(
+            sums,
+            Sums {
+                samples: 4000,
+                nanos: 12_000_000,
+                squares: 36_000
+            }
+        );
+        stripes.take(sums);
+        stripes.add(5_000);
+        assert_eq!(
+            stripes.peek(),
+            Sums {
+                samples: 1,
+                nanos: 5_000,
+                squares: 25
+            }
+        );
     }
 }
