@@ -52,6 +52,22 @@
 //!   a watched file's reload status (last reload successful, its time,
 //!   reloads and failures), as Cortex's runtime config manager does.
 //!
+//! # On the client: adaptive throttling
+//!
+//! [`AdaptiveThrottleLayer`] is the client's side of overload (the Google
+//! SRE book's client-side throttling, as grpc-go's RLS balancer has it):
+//! over a lookback (30 s) it counts the calls the application made and
+//! those the backend accepted (any answer but `UNAVAILABLE` or
+//! `RESOURCE_EXHAUSTED`, in the headers, the trailers, or a proxy's bare
+//! HTTP status), and rejects a new call locally, with `UNAVAILABLE` and
+//! without sending it, with probability `max(0, (requests − K·accepts) /
+//! (requests + 8))`, K being 2 by default. A backend refusing everything
+//! then gets a handful of calls per lookback instead of every retry, and
+//! is probed enough to be found again once it recovers. It stacks on a
+//! tonic `Channel` (`ServiceBuilder::new().layer(throttle).service(channel)`)
+//! under a generated client, takes no lock on a call, and knows nothing
+//! of the server side ([`throttle`]).
+//!
 //! # Where it goes
 //!
 //! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order the
@@ -267,6 +283,9 @@
 //!    `watch_otel`; and `fleet` (feature `limits-redis`), which plugs the
 //!    Redis backend into the layer (`TenantLimitLayer::shared`) and the
 //!    handle (`LimitsHandle::shared_status`).
+//!    `throttle/`, the client's [`AdaptiveThrottleLayer`], is a tower face
+//!    of its own: its files import only each other and `wire`, nothing of
+//!    floors 1–6.
 //!
 //! The next kind of admission (adaptive concurrency) is a part of its own
 //! on floor 5, beside the backends: the limiter asks it after the rate,
@@ -296,6 +315,7 @@ mod refusal;
 mod shared;
 mod snapshot;
 mod state;
+pub mod throttle;
 #[cfg(feature = "limits-file")]
 mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
@@ -318,5 +338,6 @@ pub use shared::{
     LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError, RedisBackendErrorKind,
     RedisBackendStatus,
 };
+pub use throttle::{AdaptiveThrottle, AdaptiveThrottleLayer, InvalidThrottleError, ThrottleCounts};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;
