@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use http::{HeaderMap, HeaderValue, Request, Response};
-use http_body::{Body as _, Frame};
+use http_body::Frame;
 use interleaved::Round;
 use support::tenant::call;
 use tonic::body::Body;

@@ -165,7 +165,12 @@ mod tests {
         let ok = ThrottleConfig::default();
         let new = |lookback, bins, k, padding| ThrottleConfig::new(lookback, bins, k, padding);
         assert_eq!(
-            new(ok.lookback, ok.bins, ok.ratio_for_accepts, ok.requests_padding),
+            new(
+                ok.lookback,
+                ok.bins,
+                ok.ratio_for_accepts,
+                ok.requests_padding
+            ),
             Ok(ok)
         );
         assert!(new(ok.lookback, ok.bins, 1.0, 1.0).is_ok());

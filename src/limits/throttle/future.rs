@@ -82,9 +82,10 @@ where
                     }
                 })
             }
-            KindProj::Rejected => Poll::Ready(Ok(
-                Status::unavailable(AdaptiveThrottleLayer::REJECTED_MESSAGE).into_http()
-            )),
+            KindProj::Rejected => Poll::Ready(Ok(Status::unavailable(
+                AdaptiveThrottleLayer::REJECTED_MESSAGE,
+            )
+            .into_http())),
         }
     }
 }

@@ -123,7 +123,11 @@ impl AdaptiveThrottleLayer {
     /// # Errors
     ///
     /// No bins, more than 100 000, or bins shorter than a nanosecond.
-    pub fn with_lookback(self, lookback: Duration, bins: u32) -> Result<Self, InvalidThrottleError> {
+    pub fn with_lookback(
+        self,
+        lookback: Duration,
+        bins: u32,
+    ) -> Result<Self, InvalidThrottleError> {
         let c = self.config;
         let config = ThrottleConfig::new(lookback, bins, c.ratio_for_accepts, c.requests_padding)?;
         Ok(self.with_config(config))

@@ -85,7 +85,10 @@ mod tests {
             }
         }
         // 25 000 expected, standard deviation about 137.
-        assert!((23_500..26_500).contains(&below_a_quarter), "{below_a_quarter}");
+        assert!(
+            (23_500..26_500).contains(&below_a_quarter),
+            "{below_a_quarter}"
+        );
     }
 
     #[test]

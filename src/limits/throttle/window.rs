@@ -167,7 +167,9 @@ impl Window {
             let total = self
                 .stripes
                 .iter()
-                .fold(Counts::default(), |sum, Stripe(counts)| sum.plus(counts.load()));
+                .fold(Counts::default(), |sum, Stripe(counts)| {
+                    sum.plus(counts.load())
+                });
             let gained = total.minus(self.seen.load());
             self.seen.store(total);
             let mut sums = self.sums.load();
@@ -185,11 +187,8 @@ impl Window {
                 slot.store(counts);
             }
             self.sums.store(sums);
-            let probability = throttle_probability(
-                sums,
-                self.ratio_for_accepts,
-                self.requests_padding,
-            );
+            let probability =
+                throttle_probability(sums, self.ratio_for_accepts, self.requests_padding);
             self.probability
                 .store(probability.to_bits(), Ordering::Relaxed);
             self.head.store(new_head, Ordering::Relaxed);
