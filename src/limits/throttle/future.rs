@@ -4,12 +4,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use http::HeaderValue;
+use http::header::CONTENT_TYPE;
 use pin_project_lite::pin_project;
-use tonic::{Code, Status};
+use tonic::Code;
 
 use super::body::ResponseBody;
-use super::layer::AdaptiveThrottleLayer;
 use super::state::{Pending, head_code};
+use crate::wire::status::{GRPC_MESSAGE, GRPC_STATUS};
 
 pin_project! {
     /// The response future of [`AdaptiveThrottle`](super::AdaptiveThrottle):
@@ -82,10 +84,48 @@ where
                     }
                 })
             }
-            KindProj::Rejected => Poll::Ready(Ok(Status::unavailable(
-                AdaptiveThrottleLayer::REJECTED_MESSAGE,
-            )
-            .into_http())),
+            KindProj::Rejected => Poll::Ready(Ok(rejection())),
         }
+    }
+}
+
+/// [`REJECTED_MESSAGE`](super::AdaptiveThrottleLayer::REJECTED_MESSAGE) as `grpc-message` carries
+/// it (percent-encoded as tonic encodes it).
+const REJECTED_MESSAGE_ENCODED: &str = "throttled%20by%20the%20client:%20adaptive%20throttling%20rejected%20the%20call%20without%20sending%20it";
+
+/// The trailers-only `UNAVAILABLE` of a rejected call: what
+/// `Status::unavailable(REJECTED_MESSAGE).into_http()` answers, from
+/// static values (no allocation but the header map's, no encoding: the
+/// path every call takes while a backend is down).
+#[cold]
+fn rejection<B: Default>() -> http::Response<B> {
+    let mut response = http::Response::new(B::default());
+    let headers = response.headers_mut();
+    headers.reserve(3);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(GRPC_STATUS, HeaderValue::from_static("14"));
+    headers.insert(
+        GRPC_MESSAGE,
+        HeaderValue::from_static(REJECTED_MESSAGE_ENCODED),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Status;
+
+    use super::super::AdaptiveThrottleLayer;
+    use super::*;
+
+    #[test]
+    fn a_rejection_is_the_response_tonic_would_make_of_the_status() {
+        let ours = rejection::<()>();
+        let tonic = Status::unavailable(AdaptiveThrottleLayer::REJECTED_MESSAGE).into_http::<()>();
+        assert_eq!(ours.status(), tonic.status());
+        assert_eq!(ours.headers(), tonic.headers());
+        let status = Status::from_header_map(ours.headers()).unwrap();
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(status.message(), AdaptiveThrottleLayer::REJECTED_MESSAGE);
     }
 }

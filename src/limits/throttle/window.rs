@@ -26,8 +26,10 @@ pub(crate) struct Window {
     requests_padding: f64,
     /// Counts per thread stripe, cumulative since the window was made.
     stripes: Box<[Stripe]>,
-    /// The index (`now / bin_nanos`) of the open bin.
+    /// The index (`now / bin_nanos`) of the open bin, and the time it
+    /// closes (a comparison on the call's path instead of a division).
     head: AtomicU64,
+    closes_at: AtomicU64,
     /// Held by the call updating the bins (nobody waits on it).
     updating: AtomicBool,
     /// Written only while `updating` is held: the closed bins' counts
@@ -105,6 +107,7 @@ impl Window {
             requests_padding: config.requests_padding,
             stripes: (0..stripes).map(|_| Stripe::default()).collect(),
             head: AtomicU64::new(now / bin_nanos),
+            closes_at: AtomicU64::new(closing(now / bin_nanos, bin_nanos)),
             updating: AtomicBool::new(false),
             bins: (0..config.bins).map(|_| Counts::default()).collect(),
             sums: Counts::default(),
@@ -117,7 +120,7 @@ impl Window {
     /// `now` is past the open bin and no other call is updating it.
     #[inline]
     pub(crate) fn probability(&self, now: u64) -> f64 {
-        if now / self.bin_nanos > self.head.load(Ordering::Relaxed) {
+        if now >= self.closes_at.load(Ordering::Relaxed) {
             self.advance(now / self.bin_nanos);
         }
         f64::from_bits(self.probability.load(Ordering::Relaxed))
@@ -192,9 +195,17 @@ impl Window {
             self.probability
                 .store(probability.to_bits(), Ordering::Relaxed);
             self.head.store(new_head, Ordering::Relaxed);
+            self.closes_at
+                .store(closing(new_head, self.bin_nanos), Ordering::Relaxed);
         }
         self.updating.store(false, Ordering::Release);
     }
+}
+
+/// When bin `index` closes (saturating: the last bin of `u64` time never
+/// does).
+fn closing(index: u64, bin_nanos: u64) -> u64 {
+    index.saturating_add(1).saturating_mul(bin_nanos)
 }
 
 /// grpc-go's formula, `(requests − K·accepts) / (requests + padding)`,
