@@ -26,7 +26,8 @@
 //! A body that ends without a status is `UNKNOWN` (an accept), as tonic
 //! reports it. A call the application gives up before its status arrives
 //! (a cancel, a deadline: the future or the body dropped) counts as an
-//! accept, as grpc-go counts a call that failed with any other code.
+//! accept: nothing refused it, and every call made must count once for
+//! the formula to hold.
 //!
 //! # Where it differs from grpc-go
 //!
@@ -50,6 +51,12 @@
 //!   only, so a count weighs in at most one bin (300 ms by default) after
 //!   its call ended, and leaves the window a lookback after that. During
 //!   that first bin of an outage every call is still sent.
+//! - **Registration.** grpc-go's RLS control channel, in its current
+//!   source, calls `ShouldThrottle` but never `RegisterBackendResponse`
+//!   (only its unit tests do): counting only its own rejections, which
+//!   need a probability above 0 to begin with, that throttle never
+//!   rejects. Here every sent call registers its outcome, as the
+//!   throttler's own documentation asks.
 //! - **Settings.** grpc-go fixes them; here K, the lookback, the bins, the
 //!   padding and the refusal codes are settings, K at least 1
 //!   ([`InvalidThrottleError`] otherwise).
@@ -57,10 +64,13 @@
 //! # Cost
 //!
 //! A sent call costs a clock read (quanta), a comparison with the open
-//! bin, the cached probability, an `Arc` clone and drop (the call's
+//! bin's end, the cached probability, an `Arc` clone and drop (the call's
 //! outcome outlives the service), a thread-local draw when the
-//! probability is not 0, and one relaxed add on its thread's stripe. It
-//! allocates nothing. A rejected call allocates its status's message.
+//! probability is not 0, a `grpc-status` lookup in the response headers
+//! and one in the trailers, and one relaxed add on its thread's stripe.
+//! It allocates nothing. A rejected call allocates only its response's
+//! header map (static values, nothing encoded): while a backend is down,
+//! rejecting is no dearer than the call it saves.
 
 mod body;
 mod config;

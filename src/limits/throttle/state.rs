@@ -106,8 +106,8 @@ pub struct ThrottleCounts {
 
 /// The outcome a sent call owes its throttle, registered once: by the
 /// first of its response's final status ([`settle`](Self::settle)), or,
-/// dropped without one (the caller gave up: a cancel, a deadline), as an
-/// accept, as grpc-go counts a call that ended with any other error than a
+/// dropped without one (the caller gave up: a cancel, a deadline), as
+/// `CANCELLED`: an accept, unless the layer counts that code as a
 /// refusal.
 #[derive(Debug)]
 pub(crate) struct Pending {
