@@ -268,6 +268,39 @@ mod tests {
     }
 
     #[test]
+    fn threads_racing_over_bin_boundaries_lose_no_count() {
+        let config = ThrottleConfig::new(Duration::from_secs(1), 1_000, 2.0, 8.0).unwrap();
+        let window = Window::new(&config, 0);
+        std::thread::scope(|scope| {
+            for thread in 0..4u64 {
+                let window = &window;
+                scope.spawn(move || {
+                    for i in 0..10_000u64 {
+                        let outcome = if i % 3 == 0 {
+                            Outcome::Throttled
+                        } else {
+                            Outcome::Accepted
+                        };
+                        window.register(outcome, thread as usize);
+                        // 1 µs a call: 10 ms, ten 1 ms bins, each thread
+                        // crossing every boundary.
+                        window.probability(i * 1_000 + thread);
+                    }
+                });
+            }
+        });
+        window.probability(20_000_000);
+        let throttles = 4 * (0..10_000).filter(|i| i % 3 == 0).count() as u64;
+        assert_eq!(
+            window.sums(),
+            Counts {
+                accepts: 40_000 - throttles,
+                throttles
+            }
+        );
+    }
+
+    #[test]
     fn bins_expire_after_the_lookback() {
         let window = window(2.0, 8.0);
         add(&window, 0, 10); // bin 0
