@@ -30,7 +30,7 @@
 //! | `SCALE_THREADS` | 1, 2, 4, … and the CPU count | thread counts (in process) |
 //! | `SCALE_RPCS` | 20000 | timed RPCs per thread per cell |
 //! | `SCALE_ROUNDS` | 5 | in-process rounds |
-//! | `SCALE_MODES` | all | in-process modes by key (`bare` always runs): `noop1,noop2,channelz,count2,otel-sdk,otel-tenant,otel-noop,otel-tenant-noop,peer,require-org,tenant-limit,tenant-limit-many,adaptive,set-org`, with feature `binlog` `binlog-excluded,binlog-logged,binlog-file,operator`, with feature `orca` `orca-untouched,orca-records` |
+//! | `SCALE_MODES` | all | in-process modes by key (`bare` always runs): `noop1,noop2,channelz,count2,otel-sdk,otel-tenant,otel-noop,otel-tenant-noop,peer,require-org,tenant-limit,tenant-limit-many,adaptive,set-org,throttle`, with feature `binlog` `binlog-excluded,binlog-logged,binlog-file,operator`, with feature `orca` `orca-untouched,orca-records` |
 //! | `SCALE_LB_SECS` | 2 | loopback: measured seconds per mode per round |
 //! | `SCALE_LB_WARMUP` | 0.5 | loopback: warm-up seconds before each window |
 //! | `SCALE_LB_ROUNDS` | 3 | loopback rounds |

@@ -19,6 +19,7 @@ use tonic::body::Body;
 use tonic::service::Routes;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_hotpath::channelz::ServerEntry;
+use tonic_hotpath::limits::AdaptiveThrottleLayer;
 use tonic_hotpath::metadata::OutgoingMetadataLayer;
 use tonic_hotpath::otel::{OtelMetrics, TenantAttribute};
 use tonic_hotpath::stats::{CombinedLayer, RpcEvent, ShardedCounter, StatsHandler};
@@ -235,6 +236,15 @@ pub fn modes(providers: &Providers) -> Vec<Mode> {
                 .layer(set_org_id)
                 .layer(OutgoingMetadataLayer::new())
                 .service(health_transport()),
+            client_request,
+        ),
+        service_mode(
+            (
+                "throttle",
+                "client AdaptiveThrottle",
+                "client side: AdaptiveThrottleLayer over the routes (every call accepted: it rejects none)",
+            ),
+            AdaptiveThrottleLayer::new().layer(health_transport()),
             client_request,
         ),
     ];

@@ -68,6 +68,22 @@
 //! a multi-tenant service: rates first (outside), so that a tenant over
 //! its quota is refused before it takes a place in the limit.
 //!
+//! # On the client: adaptive throttling
+//!
+//! [`AdaptiveThrottleLayer`] is the client's side of overload (the Google
+//! SRE book's client-side throttling, as grpc-go's RLS balancer has it):
+//! over a lookback (30 s) it counts the calls the application made and
+//! those the backend accepted (any answer but `UNAVAILABLE` or
+//! `RESOURCE_EXHAUSTED`, in the headers, the trailers, or a proxy's bare
+//! HTTP status), and rejects a new call locally, with `UNAVAILABLE` and
+//! without sending it, with probability `max(0, (requests − K·accepts) /
+//! (requests + 8))`, K being 2 by default. A backend refusing everything
+//! then gets a handful of calls per lookback instead of every retry, and
+//! is probed enough to be found again once it recovers. It stacks on a
+//! tonic `Channel` (`ServiceBuilder::new().layer(throttle).service(channel)`)
+//! under a generated client, takes no lock on a call, and knows nothing
+//! of the server side ([`throttle`]).
+//!
 //! # Where it goes
 //!
 //! Inside [`RequireOrgIdLayer`](crate::tenant::RequireOrgIdLayer) (the order the
@@ -285,6 +301,10 @@
 //!    Redis backend into the layer (`TenantLimitLayer::shared`) and the
 //!    handle (`LimitsHandle::shared_status`).
 //!
+//!    `throttle/`, the client's [`AdaptiveThrottleLayer`], is a tower face
+//!    of its own: its files import only each other and `wire`, nothing of
+//!    floors 1–6.
+//!
 //! Adaptive admission (`adaptive/`) is a part of its own beside the
 //! rates, with its own floors inside (the controller's arithmetic, the
 //! tenants' shares and the window's stripes, then the shared state, then
@@ -316,6 +336,7 @@ mod shared;
 mod snapshot;
 mod state;
 mod tenants;
+pub mod throttle;
 #[cfg(feature = "limits-file")]
 mod watch;
 #[cfg(all(feature = "otel", feature = "limits-file"))]
@@ -340,5 +361,6 @@ pub use shared::{
     LeasePolicy, RedisBackend, RedisBackendBuilder, RedisBackendError, RedisBackendErrorKind,
     RedisBackendStatus,
 };
+pub use throttle::{AdaptiveThrottle, AdaptiveThrottleLayer, InvalidThrottleError, ThrottleCounts};
 #[cfg(feature = "limits-file")]
 pub use watch::FileWatch;

@@ -13,6 +13,7 @@
 //! | org ids | `org_id` | Cortex's rules in one pass over the bytes; a federated value split on `|` once, each member checked as it is reached (an invalid member is the error), then sorted and de-duplicated: `a|a` is `a`. The finding is a crate-private `Fault`, which `tenant` turns, variant for variant, into its public `InvalidOrgIdError` | Cortex's `ValidTenantID`, dskit's `TenantIDs` / `TenantID`; nothing public is defined here |
 //! | `grpc-status` | [`status`] | first value, `0`–`16` without leading zeros, else `Unknown` | tonic's `Code::from_bytes` |
 //! | `grpc-message` | [`status`] | `%XX` decoded, any other `%` kept, invalid UTF-8 replaced (the code kept) | grpc-go's decoder (tonic would make the status `Unknown`) |
+//! | HTTP status without `grpc-status` | [`status`] | `400` `Internal`, `401` `Unauthenticated`, `403` `PermissionDenied`, `404` `Unimplemented`, `429` `502` `503` `504` `Unavailable`, any other `Unknown` | tonic's `infer_grpc_status` (gRPC's http-grpc-status-mapping.md) |
 //! | `grpc-timeout` | [`status`] | at most 8 characters, a leading `+` allowed, units `H M S m u n` | the deadline tonic's server enforces |
 //!
 //! Nothing here is public, and nothing here imports another part: a part

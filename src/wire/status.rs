@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, StatusCode};
 use tonic::Code;
 
 use super::headers::first_value;
@@ -25,6 +25,25 @@ pub(crate) fn has_status(headers: &HeaderMap) -> bool {
 #[inline]
 pub(crate) fn status_code(headers: &HeaderMap) -> Option<Code> {
     first_value(headers, &GRPC_STATUS).map(|value| Code::from_bytes(value.as_bytes()))
+}
+
+/// The code of a response whose HTTP status is not `200` and that has no
+/// `grpc-status` (a proxy's bare `503`), as tonic infers it
+/// (`infer_grpc_status`, after gRPC's http-grpc-status-mapping.md);
+/// `200` itself is `Unknown` there too (a missing status).
+#[inline]
+pub(crate) fn http_status_code(http: StatusCode) -> Code {
+    match http {
+        StatusCode::BAD_REQUEST => Code::Internal,
+        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+        StatusCode::FORBIDDEN => Code::PermissionDenied,
+        StatusCode::NOT_FOUND => Code::Unimplemented,
+        StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
+        _ => Code::Unknown,
+    }
 }
 
 /// The `grpc-message` of `headers` (its first value), percent-decoded.

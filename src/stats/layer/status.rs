@@ -10,6 +10,7 @@ use http::StatusCode;
 use tonic::Code;
 
 use super::error_chain::{Cause, causes};
+use crate::wire::status::http_status_code;
 
 /// The code the *caller* is handed for an error from the client's
 /// transport or a body (tonic's `Status::from_error`): a `tonic::Status`
@@ -106,15 +107,7 @@ pub(crate) fn missing_status(http: StatusCode) -> (Code, Cow<'static, str>) {
                 ),
             );
         }
-        StatusCode::BAD_REQUEST => Code::Internal,
-        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
-        StatusCode::FORBIDDEN => Code::PermissionDenied,
-        StatusCode::NOT_FOUND => Code::Unimplemented,
-        StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::BAD_GATEWAY
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
-        _ => Code::Unknown,
+        other => http_status_code(other),
     };
     let message = format!(
         "grpc-status header missing, mapped from HTTP status code {}",
