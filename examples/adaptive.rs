@@ -43,9 +43,10 @@ async fn main() {
             "| {contender} | {:.0} | {:.1} % | {} |",
             report.overall.goodput,
             100.0 * quiet.success_rate(),
-            quiet
-                .admitted_p99
-                .map_or("-".to_owned(), |p99| format!("{:.1} ms", p99.as_secs_f64() * 1e3)),
+            quiet.admitted_p99.map_or("-".to_owned(), |p99| format!(
+                "{:.1} ms",
+                p99.as_secs_f64() * 1e3
+            )),
         );
     }
 }
