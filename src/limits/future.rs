@@ -195,6 +195,6 @@ where
 
 /// The status of a future polled again after it answered its refusal.
 #[cold]
-fn polled_after_completion() -> Status {
+pub(crate) fn polled_after_completion() -> Status {
     Status::internal("tonic_hotpath::limits future polled after completion")
 }

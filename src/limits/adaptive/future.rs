@@ -6,10 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
-use tonic::Status;
 
 use super::admission::Place;
 use super::body::ResponseBody;
+use crate::limits::future::polled_after_completion;
 use crate::limits::overload::Refusal;
 
 pin_project! {
@@ -81,10 +81,4 @@ impl<F> fmt::Debug for ResponseFuture<F> {
             .field("state", &state)
             .finish_non_exhaustive()
     }
-}
-
-/// The status of a future polled again after it answered its refusal.
-#[cold]
-fn polled_after_completion() -> Status {
-    Status::internal("tonic_hotpath::limits::adaptive future polled after completion")
 }
