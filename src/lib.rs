@@ -27,6 +27,9 @@ pub mod limits;
 #[cfg(feature = "stats")]
 pub mod stats;
 
+#[cfg(feature = "retry")]
+pub mod retry;
+
 #[cfg(feature = "otel")]
 pub mod otel;
 

@@ -82,6 +82,7 @@ replay_tests!(
     orca_reports,
     org_ids,
     overrides,
+    retry,
     stats_layer,
 );
 

@@ -15,6 +15,7 @@ pub mod grpc_headers;
 pub mod orca_reports;
 pub mod org_ids;
 pub mod overrides;
+pub mod retry;
 pub mod stats_layer;
 
 mod body;
@@ -28,7 +29,7 @@ pub mod compression_support;
 pub type Check = fn(&[u8]);
 
 /// Every target: its name (the corpus directory) and its check.
-pub const TARGETS: [(&str, Check); 10] = [
+pub const TARGETS: [(&str, Check); 11] = [
     ("binlog_filter", binlog_filter::check),
     ("binlog_reader", binlog_reader::check),
     ("channelz", channelz::check),
@@ -38,5 +39,6 @@ pub const TARGETS: [(&str, Check); 10] = [
     ("orca_reports", orca_reports::check),
     ("org_ids", org_ids::check),
     ("overrides", overrides::check),
+    ("retry", retry::check),
     ("stats_layer", stats_layer::check),
 ];

@@ -3,6 +3,7 @@
 //! `stats/opentelemetry` records.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::HeaderMap;
 use opentelemetry::global::BoxedTracer;
@@ -12,7 +13,9 @@ use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use tonic::Code;
 
 use super::propagation::{HeaderExtractor, HeaderInjector};
-use crate::stats::{End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler};
+use crate::stats::{
+    CallAttempt, End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler,
+};
 
 /// Moved to [`OtelTracing::TRACER_NAME`].
 #[deprecated(note = "use `OtelTracing::TRACER_NAME`")]
@@ -23,9 +26,11 @@ pub const TRACER_NAME: &str = OtelTracing::TRACER_NAME;
 /// server or client.
 ///
 /// - Client: a `Sent.<service>.<method>` span (kind client), child of the
-///   caller's [`Context::current`] when the call is made, and under it one
-///   `Attempt.<service>.<method>` span (kind internal): tonic does not
-///   retry, so every call has exactly one attempt. The attempt's context
+///   caller's [`Context::current`] when the call is made, and under it an
+///   `Attempt.<service>.<method>` span (kind internal) per attempt: one,
+///   as tonic does not retry, or one per attempt of a call a
+///   `retry::RetryLayer` above the layer makes (the call span then ends
+///   with the call, with its last attempt's status). The attempt's context
 ///   is injected into the request headers with the propagator.
 /// - Server: a `Recv.<service>.<method>` span (kind server), child of the
 ///   context the propagator extracts from the request headers (a new root
@@ -211,6 +216,9 @@ enum State {
 struct Spans {
     /// Client: the call span (`Sent.`), parent of `span`.
     call: Option<Context>,
+    /// Client, an attempt of a retried call: the call's span, ended with
+    /// the call; `call` is its context.
+    retried: Option<(Arc<CallSpan>, i64, bool)>,
     /// The attempt span (client) or the server span (`Recv.`).
     span: Context,
     /// The next outbound and inbound message sequence numbers.
@@ -248,11 +256,24 @@ where
     fn tag_rpc(&self, info: &RpcInfo<'_>, _conn: Option<&()>) -> OtelTracingState {
         OtelTracingState(match info.side {
             Side::Client => {
-                let call = self.start(
-                    span_name("Sent.", info.method),
-                    SpanKind::Client,
-                    &Context::current(),
-                );
+                let start_call = || {
+                    self.start(
+                        span_name("Sent.", info.method),
+                        SpanKind::Client,
+                        &Context::current(),
+                    )
+                };
+                let (call, retried) = match info.attempt {
+                    Some(attempt) => {
+                        let call_span = CallSpan::of(attempt, start_call);
+                        let previous = i64::from(attempt.previous_attempts());
+                        (
+                            call_span.context.clone(),
+                            Some((call_span, previous, attempt.is_transparent())),
+                        )
+                    }
+                    None => (start_call(), None),
+                };
                 let span = self.start(
                     span_name("Attempt.", info.method),
                     SpanKind::Internal,
@@ -260,6 +281,7 @@ where
                 );
                 State::Running(Spans {
                     call: Some(call),
+                    retried,
                     span,
                     sent: 0,
                     received: 0,
@@ -296,6 +318,7 @@ where
             let span = self.start(std::mem::take(name), SpanKind::Server, &parent);
             state.0 = State::Running(Spans {
                 call: None,
+                retried: None,
                 span,
                 sent: 0,
                 received: 0,
@@ -306,14 +329,20 @@ where
             return;
         };
         match event {
-            RpcEvent::Begin { .. } => spans.span.span().set_attributes([
-                KeyValue::new("Client", spans.call.is_some()),
-                // tonic fails a call whose connection cannot be made
-                // instead of waiting for it (grpc-go's default).
-                KeyValue::new("FailFast", spans.call.is_some()),
-                KeyValue::new("previous-rpc-attempts", 0_i64),
-                KeyValue::new("transparent-retry", false),
-            ]),
+            RpcEvent::Begin { .. } => {
+                let (previous, transparent) = spans
+                    .retried
+                    .as_ref()
+                    .map_or((0, false), |(_, previous, transparent)| (*previous, *transparent));
+                spans.span.span().set_attributes([
+                    KeyValue::new("Client", spans.call.is_some()),
+                    // tonic fails a call whose connection cannot be made
+                    // instead of waiting for it (grpc-go's default).
+                    KeyValue::new("FailFast", spans.call.is_some()),
+                    KeyValue::new("previous-rpc-attempts", previous),
+                    KeyValue::new("transparent-retry", transparent),
+                ]);
+            }
             RpcEvent::OutPayload(payload) => {
                 message_event(&spans.span, "Outbound message", &mut spans.sent, payload);
             }
@@ -322,7 +351,10 @@ where
             }
             RpcEvent::End(end) => {
                 let status = status(end);
-                if let Some(call) = &spans.call {
+                if let Some((call_span, ..)) = &spans.retried {
+                    end_span(&spans.span, status.clone());
+                    call_span.attempt_ended(status);
+                } else if let Some(call) = &spans.call {
                     end_span(&spans.span, status.clone());
                     end_span(call, status);
                 } else {
@@ -380,6 +412,36 @@ fn status(end: &End<'_>) -> Status {
         end.code.description().to_owned()
     };
     Status::error(description)
+}
+
+/// The call span of a call a retrying layer makes several attempts: made
+/// by its first attempt, ended when the call is over with the last
+/// attempt's status.
+struct CallSpan {
+    context: Context,
+    last: Mutex<Option<Status>>,
+}
+
+impl CallSpan {
+    fn of(attempt: &CallAttempt, start: impl FnOnce() -> Context) -> Arc<Self> {
+        attempt.call().value(|| {
+            let end: Box<dyn FnOnce(&CallSpan) + Send> = Box::new(|call: &CallSpan| {
+                let last = call.last.lock().unwrap_or_else(PoisonError::into_inner).take();
+                end_span(&call.context, last.unwrap_or(Status::Unset));
+            });
+            (
+                CallSpan {
+                    context: start(),
+                    last: Mutex::new(None),
+                },
+                Some(end),
+            )
+        })
+    }
+
+    fn attempt_ended(&self, status: Status) {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(status);
+    }
 }
 
 fn end_span(cx: &Context, status: Status) {

@@ -52,6 +52,12 @@ pub struct RpcInfo<'a> {
     /// `TlsConnectInfo` with the client's certificates, `UdsConnectInfo`).
     /// `None` on the client.
     pub extensions: Option<&'a http::Extensions>,
+    /// Client: the attempt of a call this RPC is, when a retrying layer
+    /// above the stats layer made it one
+    /// (`retry::RetryLayer` puts a
+    /// [`CallAttempt`](super::CallAttempt) in each attempt's extensions).
+    /// `None` otherwise: the RPC is a call of one attempt.
+    pub attempt: Option<&'a super::CallAttempt>,
 }
 
 impl<'a> RpcInfo<'a> {
@@ -75,7 +81,15 @@ impl<'a> RpcInfo<'a> {
             peer_addr: None,
             local_addr: None,
             extensions: None,
+            attempt: None,
         }
+    }
+
+    /// The same RPC as `attempt` of a call.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: &'a super::CallAttempt) -> Self {
+        self.attempt = Some(attempt);
+        self
     }
 
     /// The same RPC with these peer and local addresses.

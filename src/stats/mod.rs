@@ -178,6 +178,7 @@
 // The handler-facing API (the bottom floor: the rest uses it, it uses
 // nothing above it): the trait, its events, `Combined`, `ShardedCounter`,
 // and the framing and compression the events report on.
+mod attempt;
 mod combined;
 // Crate-private; public (hidden) for the crate's own bench and tests.
 #[cfg(feature = "bench-internals")]
@@ -196,6 +197,7 @@ pub(crate) mod service_context;
 mod conn;
 pub(crate) mod layer;
 
+pub use attempt::{CallAttempt, CallScope};
 pub use combined::Combined;
 pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
 pub use counter::ShardedCounter;

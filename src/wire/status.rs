@@ -1,8 +1,11 @@
-//! A call's status on the wire (`grpc-status`, `grpc-message`) and its
-//! deadline (`grpc-timeout`).
+//! A call's status on the wire (`grpc-status`, `grpc-message`), its
+//! deadline (`grpc-timeout`) and the server's retry pushback
+//! (`grpc-retry-pushback-ms`).
 
 use std::time::Duration;
 
+#[cfg(feature = "retry")]
+use http::HeaderValue;
 use http::{HeaderMap, HeaderName, StatusCode};
 use tonic::Code;
 
@@ -12,6 +15,9 @@ use super::headers::first_value;
 pub(crate) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 pub(crate) const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+#[cfg(feature = "retry")]
+pub(crate) const GRPC_RETRY_PUSHBACK_MS: HeaderName =
+    HeaderName::from_static("grpc-retry-pushback-ms");
 
 /// Whether `headers` carry a `grpc-status` (of any value).
 #[inline]
@@ -119,9 +125,101 @@ pub(crate) fn parse_timeout(value: &[u8]) -> Option<Duration> {
     })
 }
 
+/// A deadline as `grpc-timeout` carries it, as tonic writes it: the most
+/// precise unit (`n u m S M H`) whose amount fits in 8 digits.
+#[cfg(feature = "retry")]
+pub(crate) fn encode_timeout(timeout: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let nanos = timeout.as_nanos();
+    let units: [(u128, &str); 6] = [
+        (1, "n"),
+        (1_000, "u"),
+        (1_000_000, "m"),
+        (1_000_000_000, "S"),
+        (60_000_000_000, "M"),
+        (3_600_000_000_000, "H"),
+    ];
+    let (amount, unit) = units
+        .iter()
+        .map(|(per, unit)| (nanos / per, *unit))
+        .find(|(amount, _)| *amount <= MAX)
+        .unwrap_or((MAX, "H"));
+    HeaderValue::try_from(format!("{amount}{unit}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("99999999H"))
+}
+
+/// What a server's `grpc-retry-pushback-ms` tells a retrying client.
+#[cfg(feature = "retry")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushback {
+    /// No pushback: the client's own backoff applies.
+    None,
+    /// Retry after this long.
+    After(Duration),
+    /// Do not retry: a negative, malformed or repeated value.
+    Stop,
+}
+
+/// The pushback of `headers`, read as grpc-go reads it (`strconv.Atoi`:
+/// an optional sign and decimal digits that fit in 64 bits; negative,
+/// malformed, or more than one value: stop retrying).
+#[cfg(feature = "retry")]
+pub(crate) fn pushback(headers: &HeaderMap) -> Pushback {
+    let mut values = headers.get_all(&GRPC_RETRY_PUSHBACK_MS).iter();
+    let Some(value) = values.next() else {
+        return Pushback::None;
+    };
+    if values.next().is_some() {
+        return Pushback::Stop;
+    }
+    match value.to_str().ok().and_then(|text| text.parse::<i64>().ok()) {
+        Some(millis) if millis >= 0 => Pushback::After(Duration::from_millis(millis.unsigned_abs())),
+        _ => Pushback::Stop,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "retry")]
+    #[test]
+    fn timeouts_are_written_as_tonic_writes_them_and_read_back() {
+        for (timeout, text) in [
+            (Duration::from_millis(500), "500000u"),
+            (Duration::from_secs(30), "30000000u"),
+            (Duration::from_secs(3600), "3600000m"),
+            (Duration::from_nanos(1), "1n"),
+            (Duration::ZERO, "0n"),
+            (Duration::from_secs(200_000), "200000S"),
+            (Duration::MAX, "99999999H"),
+        ] {
+            let encoded = encode_timeout(timeout);
+            assert_eq!(encoded, text, "{timeout:?}");
+            if timeout < Duration::from_secs(1_000_000) {
+                assert_eq!(parse_timeout(encoded.as_bytes()), Some(timeout));
+            }
+        }
+    }
+
+    #[cfg(feature = "retry")]
+    #[test]
+    fn pushback_is_read_as_grpc_go_reads_it() {
+        let of = |values: &[&'static str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(&GRPC_RETRY_PUSHBACK_MS, HeaderValue::from_static(value));
+            }
+            pushback(&headers)
+        };
+        assert_eq!(of(&[]), Pushback::None);
+        assert_eq!(of(&["250"]), Pushback::After(Duration::from_millis(250)));
+        assert_eq!(of(&["+7"]), Pushback::After(Duration::from_millis(7)));
+        assert_eq!(of(&["-0"]), Pushback::After(Duration::ZERO));
+        for stop in [&["-1"][..], &["1.5"], &["abc"], &[""], &[" 1"], &["1", "2"], &["99999999999999999999"]] {
+            assert_eq!(of(stop), Pushback::Stop, "{stop:?}");
+        }
+    }
 
     #[test]
     fn timeouts_read_as_tonic_reads_them() {

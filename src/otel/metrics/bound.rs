@@ -128,6 +128,11 @@ impl<I: Instrument> Recorder<I> {
         }
     }
 
+    /// The instrument itself.
+    pub(super) fn instrument(&self) -> &I {
+        &self.instrument
+    }
+
     /// Whether [`record`](Self::record) binds handles.
     pub(super) fn binds(&self) -> bool {
         #[cfg(feature = "otel-bound-instruments")]

@@ -4,6 +4,7 @@ mod append_only;
 mod attrs;
 mod bound;
 mod builder;
+mod call;
 mod evidence;
 mod instruments;
 mod methods;
@@ -25,6 +26,7 @@ use opentelemetry::metrics::{Counter, MeterProvider};
 use crate::stats::{End, RpcEvent, RpcInfo, Side, StatsHandler};
 use attrs::Series;
 use bound::Handle;
+use call::CallRecord;
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
 use evidence::Evidence;
 use instruments::{ClientInstruments, EndedHandles, ServerInstruments};
@@ -70,9 +72,14 @@ use unproven::UnprovenPath;
 ///   `grpc.target` is [`OtelMetricsBuilder::with_target`].
 /// - Sizes add up the messages' lengths as sent (compressed when
 ///   compressed), without gRPC's 5-byte prefixes or any metadata.
-/// - tonic has no retries or hedging: a client call is exactly one
-///   attempt, so `grpc.client.attempt.*` and `grpc.client.call.duration`
-///   measure the same span, from the client layer's `Begin` to its `End`.
+/// - Attempts: tonic has no retries of its own, so without a retrying
+///   layer a client call is one attempt, and `grpc.client.attempt.*` and
+///   `grpc.client.call.duration` measure the same span, from the client
+///   layer's `Begin` to its `End`. Below a
+///   `retry::RetryLayer`, each attempt is an RPC of
+///   the layer: `grpc.client.attempt.*` are recorded per attempt, and
+///   `grpc.client.call.duration` once per call, from the call's start to
+///   the end of its last attempt, with that attempt's status.
 /// - The meter is `tonic-hotpath` with the crate's version, from the
 ///   provider given to [`builder`](Self::builder); there is no fallback on
 ///   a global provider (A66).
@@ -273,6 +280,10 @@ impl StatsHandler for OtelMetrics {
             start_deferred: false,
             sent: 0,
             rcvd: 0,
+            call: match (info.side, info.attempt) {
+                (Side::Client, Some(attempt)) => Some(CallRecord::of(attempt)),
+                _ => None,
+            },
         }
     }
 
@@ -330,10 +341,15 @@ impl StatsHandler for OtelMetrics {
                         client
                             .attempt_rcvd
                             .record(state.rcvd, attrs, &handles.attempt_rcvd);
-                        // One attempt per call (tonic has no retries).
-                        client
-                            .call_duration
-                            .record(seconds, attrs, &handles.call_duration);
+                        match state.call.take() {
+                            // An attempt of a retried call: the call's
+                            // duration is recorded once, at its end.
+                            Some(call) => call.attempt_ended(client.call_duration.instrument(), attrs),
+                            // A call of one attempt.
+                            None => client
+                                .call_duration
+                                .record(seconds, attrs, &handles.call_duration),
+                        }
                     }
                 }
             }

@@ -34,6 +34,9 @@ pub struct MetricsRpcState {
     pub(super) start_deferred: bool,
     pub(super) sent: u64,
     pub(super) rcvd: u64,
+    /// Client: the call this RPC is an attempt of, when a retrying layer
+    /// made it one (its `grpc.client.call.duration` is the call's).
+    pub(super) call: Option<std::sync::Arc<super::call::CallRecord>>,
 }
 
 impl MetricsRpcState {

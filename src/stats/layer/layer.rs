@@ -14,6 +14,7 @@ use tower::{BoxError, Layer, Service};
 
 use super::body::ObservedBody;
 use super::future::{ObservedSide, ResponseFuture};
+use crate::stats::CallAttempt;
 use super::handler_set::HandlerSet;
 use super::headers::AcceptedEncodings;
 use super::messages::BodyEncoding;
@@ -358,6 +359,7 @@ where
             peer_addr: tcp.and_then(|tcp| tcp.remote_addr),
             local_addr: tcp.and_then(|tcp| tcp.local_addr),
             extensions: Some(&parts.extensions),
+            attempt: None,
         };
         // The connection this layer's incoming stream accepted the request
         // on, when the handlers keep connection state.
@@ -422,6 +424,7 @@ where
             peer_addr: conn.and_then(ConnTag::peer_addr),
             local_addr: conn.and_then(ConnTag::local_addr),
             extensions: None,
+            attempt: parts.extensions.get::<CallAttempt>(),
         };
         let (recorder, context) = RecordRef::begin(
             &self.service,

@@ -28,7 +28,7 @@ mod body;
 mod connections;
 mod context;
 mod ending;
-mod error_chain;
+pub(crate) mod error_chain;
 mod future;
 mod handler_set;
 pub(crate) mod headers;
@@ -42,7 +42,7 @@ mod record_ref;
 mod recorder;
 mod service_core;
 mod side;
-mod status;
+pub(crate) mod status;
 
 pub use body::ObservedBody;
 pub use future::ResponseFuture;

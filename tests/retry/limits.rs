@@ -1,0 +1,133 @@
+//! The crate's own server signals reach the crate's own client:
+//! `RetryLayer` waits the pushback of a `TenantLimitLayer` refusal
+//! (`RESOURCE_EXHAUSTED`) instead of its 10 s backoff and is admitted; and
+//! over three replicas in round robin, a call an overloaded replica
+//! refuses (`AdaptiveLimitLayer`'s `UNAVAILABLE`) is admitted on the next.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use support::limits::grpc_go::{Attempts, serve_health};
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_hotpath::limits::{AdaptiveLimitLayer, Limits, Rate, TenantLimitLayer};
+use tonic_hotpath::retry::RetryLayer;
+
+/// The retry policy of `interop/tenant-go`: both refusal codes retried,
+/// a 10 s backoff (so that a sooner retry was timed by the pushback).
+const CONFIG: &str = r#"{"methodConfig": [{
+    "name": [{"service": "grpc.health.v1.Health"}],
+    "retryPolicy": {"maxAttempts": 3, "initialBackoff": "10s", "maxBackoff": "10s",
+        "backoffMultiplier": 1,
+        "retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}}]}"#;
+
+/// Round robin over channels: each request (each attempt) to the next.
+#[derive(Clone)]
+struct RoundRobin {
+    channels: Vec<Channel>,
+    next: Arc<AtomicUsize>,
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for RoundRobin {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = tonic::transport::Error;
+    type Future = <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Every channel ready, so that whichever is next can be called.
+        for channel in &mut self.channels {
+            std::task::ready!(channel.poll_ready(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let index = self.next.fetch_add(1, Ordering::SeqCst) % self.channels.len();
+        self.channels[index].call(request)
+    }
+}
+
+async fn client(addrs: &[SocketAddr]) -> HealthClient<tonic_hotpath::retry::Retry<RoundRobin>> {
+    let mut channels = Vec::new();
+    for addr in addrs {
+        channels.push(support::connect(*addr).await);
+    }
+    let round_robin = RoundRobin {
+        channels,
+        next: Arc::default(),
+    };
+    HealthClient::new(
+        tower::ServiceBuilder::new()
+            .layer(RetryLayer::from_service_config(CONFIG).unwrap())
+            .service(round_robin),
+    )
+}
+
+fn request(tenant: &str) -> tonic::Request<HealthCheckRequest> {
+    let mut request = tonic::Request::new(HealthCheckRequest::default());
+    request
+        .metadata_mut()
+        .insert("x-scope-orgid", tenant.parse().unwrap());
+    request
+}
+
+#[tokio::test]
+async fn a_rate_refusal_is_retried_after_its_pushback_and_admitted() {
+    // A burst of 1, then one call per second.
+    let rate = Rate::new(1.0, 1).unwrap();
+    let attempts = Attempts::default();
+    let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(rate));
+    let addr = serve_health(layer, 0, &attempts).await;
+    let mut client = client(&[addr]).await;
+    client.check(request("team-a")).await.unwrap();
+    client.check(request("team-a")).await.unwrap();
+    let seen = attempts.seen();
+    let pushbacks: Vec<_> = seen.iter().map(|attempt| attempt.pushback_ms).collect();
+    let pushback = match pushbacks.as_slice() {
+        [None, Some(pushback), None] => *pushback,
+        other => panic!("expected one refusal between two admissions: {other:?}"),
+    };
+    let gap = seen[2].arrived - seen[1].arrived;
+    let sent = Duration::from_millis(pushback);
+    assert!(gap >= sent, "retried after {gap:?}, pushback {sent:?}");
+    // The backoff would be at least 8 s.
+    assert!(gap < Duration::from_secs(5), "retried after {gap:?}, pushback {sent:?}");
+}
+
+#[tokio::test]
+async fn an_overload_refusal_is_retried_on_the_next_replica() {
+    const CALLS: usize = 9;
+    let attempts = Attempts::default();
+    let mut addrs = Vec::new();
+    for server in 0..3 {
+        // Replica 0 sheds every call (its shed-first threshold is 0).
+        let mut layer = AdaptiveLimitLayer::new().never_shed_services(Vec::<&str>::new());
+        if server == 0 {
+            layer = layer
+                .shed_first_services(["grpc.health.v1.Health"])
+                .shed_first_below(0.0);
+        }
+        addrs.push(serve_health(layer, server, &attempts).await);
+    }
+    let mut client = client(&addrs).await;
+    for _ in 0..CALLS {
+        client.check(request("team-a")).await.unwrap();
+    }
+    let seen = attempts.seen();
+    // Round robin: attempts 0, 3, 6, ... reach replica 0 and are refused,
+    // each retried on replica 1 after its pushback.
+    let refused: Vec<_> = seen.iter().filter(|a| a.pushback_ms.is_some()).collect();
+    assert!(refused.iter().all(|a| a.server == 0), "{seen:?}");
+    assert_eq!(seen.len(), CALLS + refused.len(), "one retry per refusal: {seen:?}");
+    assert!(seen.len() <= 3 * CALLS, "within maxAttempts × calls");
+    for pair in seen.windows(2) {
+        if let Some(pushback_ms) = pair[0].pushback_ms {
+            assert_ne!(pair[1].server, 0, "{seen:?}");
+            assert!(pair[1].arrived - pair[0].arrived >= Duration::from_millis(pushback_ms));
+        }
+    }
+}
