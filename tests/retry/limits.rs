@@ -17,13 +17,21 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::limits::{AdaptiveLimitLayer, Limits, Rate, TenantLimitLayer};
 use tonic_hotpath::retry::RetryLayer;
 
-/// The retry policy of `interop/tenant-go`: both refusal codes retried,
-/// a 10 s backoff (so that a sooner retry was timed by the pushback).
-const CONFIG: &str = r#"{"methodConfig": [{
-    "name": [{"service": "grpc.health.v1.Health"}],
-    "retryPolicy": {"maxAttempts": 3, "initialBackoff": "10s", "maxBackoff": "10s",
-        "backoffMultiplier": 1,
-        "retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}}]}"#;
+/// A retry policy for both refusal codes with a backoff of `backoff`
+/// (long, so that a sooner retry was timed by the pushback).
+fn config(backoff: &str) -> String {
+    format!(
+        r#"{{"methodConfig": [{{
+            "name": [{{"service": "grpc.health.v1.Health"}}],
+            "retryPolicy": {{"maxAttempts": 3, "initialBackoff": "{backoff}",
+                "maxBackoff": "{backoff}", "backoffMultiplier": 1,
+                "retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}}}}]}}"#
+    )
+}
+
+const SLOW_BACKOFF: &str = "30s";
+/// `interop/tenant-go`'s.
+const GO_PEER_BACKOFF: &str = "10s";
 
 /// Round robin over channels: each request (each attempt) to the next.
 #[derive(Clone)]
@@ -51,7 +59,10 @@ impl tower::Service<http::Request<tonic::body::Body>> for RoundRobin {
     }
 }
 
-async fn client(addrs: &[SocketAddr]) -> HealthClient<tonic_hotpath::retry::Retry<RoundRobin>> {
+async fn client(
+    addrs: &[SocketAddr],
+    backoff: &str,
+) -> HealthClient<tonic_hotpath::retry::Retry<RoundRobin>> {
     let mut channels = Vec::new();
     for addr in addrs {
         channels.push(support::connect(*addr).await);
@@ -62,7 +73,7 @@ async fn client(addrs: &[SocketAddr]) -> HealthClient<tonic_hotpath::retry::Retr
     };
     HealthClient::new(
         tower::ServiceBuilder::new()
-            .layer(RetryLayer::from_service_config(CONFIG).unwrap())
+            .layer(RetryLayer::from_service_config(&config(backoff)).unwrap())
             .service(round_robin),
     )
 }
@@ -77,25 +88,31 @@ fn request(tenant: &str) -> tonic::Request<HealthCheckRequest> {
 
 #[tokio::test]
 async fn a_rate_refusal_is_retried_after_its_pushback_and_admitted() {
-    // A burst of 1, then one call per second.
-    let rate = Rate::new(1.0, 1).unwrap();
+    // A burst of 1, then one call per 4 s: a second call refused unless
+    // the machine stalled 4 s between the two (then the next one is).
+    let rate = Rate::new(0.25, 1).unwrap();
     let attempts = Attempts::default();
     let layer = TenantLimitLayer::new(Limits::unlimited().with_rate(rate));
     let addr = serve_health(layer, 0, &attempts).await;
-    let mut client = client(&[addr]).await;
-    client.check(request("team-a")).await.unwrap();
-    client.check(request("team-a")).await.unwrap();
+    let mut client = client(&[addr], SLOW_BACKOFF).await;
+    for _ in 0..3 {
+        client.check(request("team-a")).await.unwrap();
+        if attempts.seen().iter().any(|attempt| attempt.pushback_ms.is_some()) {
+            break;
+        }
+    }
     let seen = attempts.seen();
-    let pushbacks: Vec<_> = seen.iter().map(|attempt| attempt.pushback_ms).collect();
-    let pushback = match pushbacks.as_slice() {
-        [None, Some(pushback), None] => *pushback,
-        other => panic!("expected one refusal between two admissions: {other:?}"),
-    };
-    let gap = seen[2].arrived - seen[1].arrived;
-    let sent = Duration::from_millis(pushback);
+    let refused = seen
+        .iter()
+        .position(|attempt| attempt.pushback_ms.is_some())
+        .expect("a call refused for the rate");
+    let retry = seen.get(refused + 1).expect("the refused call retried");
+    assert_eq!(retry.pushback_ms, None, "the retry admitted: {seen:?}");
+    let sent = Duration::from_millis(seen[refused].pushback_ms.unwrap());
+    let gap = retry.arrived - seen[refused].arrived;
     assert!(gap >= sent, "retried after {gap:?}, pushback {sent:?}");
-    // The backoff would be at least 8 s.
-    assert!(gap < Duration::from_secs(5), "retried after {gap:?}, pushback {sent:?}");
+    // The policy's own backoff would be at least 24 s.
+    assert!(gap < sent + Duration::from_secs(10), "retried after {gap:?}, pushback {sent:?}");
 }
 
 #[tokio::test]
@@ -113,7 +130,7 @@ async fn an_overload_refusal_is_retried_on_the_next_replica() {
         }
         addrs.push(serve_health(layer, server, &attempts).await);
     }
-    let mut client = client(&addrs).await;
+    let mut client = client(&addrs, GO_PEER_BACKOFF).await;
     for _ in 0..CALLS {
         client.check(request("team-a")).await.unwrap();
     }
