@@ -15,7 +15,10 @@
 // -addr may list several addresses, comma-separated
 // (tests/limits_redis/pushback_go.rs: three replicas of a fleet): the
 // channel then balances over them with grpc-go's round_robin, every
-// attempt (a retry too) going to the next one.
+// attempt (a retry too) going to the next ready one. With -settle, the
+// client first waits for the channel to be ready and then that long more,
+// so that every replica's connection is up before the first call
+// (round_robin skips replicas still connecting).
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -70,6 +74,7 @@ func main() {
 	calls := flag.Int("calls", 1, "calls to make, one after the other")
 	retry := flag.Bool("retry", false, "retry RESOURCE_EXHAUSTED and UNAVAILABLE (service config retry policy)")
 	attempts := flag.Int("attempts", 3, "with -retry, the policy's maxAttempts (grpc-go allows at most 5)")
+	settle := flag.Duration("settle", 0, "wait for the channel to be ready, then this long, before the first call")
 	flag.Parse()
 
 	options := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -95,6 +100,18 @@ func main() {
 		os.Exit(1)
 	}
 	defer conn.Close()
+	if *settle > 0 {
+		ready, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		conn.Connect()
+		for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+			if !conn.WaitForStateChange(ready, state) {
+				fmt.Fprintln(os.Stderr, "the channel was not ready in 30 s")
+				os.Exit(1)
+			}
+		}
+		cancel()
+		time.Sleep(*settle)
+	}
 	client := healthpb.NewHealthClient(conn)
 	out := json.NewEncoder(os.Stdout)
 	for i := 0; i < *calls; i++ {

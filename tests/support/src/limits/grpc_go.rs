@@ -136,6 +136,21 @@ pub async fn go_client(
     calls: u32,
     attempts: Option<u32>,
 ) -> String {
+    go_client_settled(binary, addrs, org, calls, attempts, None).await
+}
+
+/// [`go_client`], waiting first for the channel to be ready and then
+/// `settle` more (`-settle`), so that every replica's connection is up
+/// before the first call (grpc-go's round robin skips replicas still
+/// connecting).
+pub async fn go_client_settled(
+    binary: &Path,
+    addrs: &[SocketAddr],
+    org: &str,
+    calls: u32,
+    attempts: Option<u32>,
+    settle: Option<std::time::Duration>,
+) -> String {
     let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     let output = tokio::process::Command::new(binary)
         .arg(format!("-addr={}", addrs.join(",")))
@@ -143,6 +158,7 @@ pub async fn go_client(
         .arg(format!("-calls={calls}"))
         .arg(format!("-retry={}", attempts.is_some()))
         .arg(format!("-attempts={}", attempts.unwrap_or(3)))
+        .arg(format!("-settle={}ms", settle.map_or(0, |settle| settle.as_millis())))
         .output()
         .await
         .expect("run the Go client");
