@@ -160,6 +160,12 @@ fn runtime() -> tokio::runtime::Runtime {
 fn loopback_client<L>(runtime: &tokio::runtime::Runtime, layer: L) -> EchoClient<L::Service>
 where
     L: Layer<tonic::transport::Channel>,
+    L::Service: tonic::client::GrpcService<Body>,
+    <L::Service as tonic::client::GrpcService<Body>>::Error: Into<BoxError>,
+    <L::Service as tonic::client::GrpcService<Body>>::ResponseBody:
+        http_body::Body<Data = Bytes> + Send + 'static,
+    <<L::Service as tonic::client::GrpcService<Body>>::ResponseBody as http_body::Body>::Error:
+        Into<BoxError> + Send,
 {
     runtime.block_on(async {
         let addr = support::spawn_echo().await;
@@ -218,7 +224,10 @@ fn interleaved_overhead() {
                 "RetryLayer, no policy",
                 round(RetryLayer::new(RetryConfig::new()).layer(ReadThenOk)),
             ),
-            ("RetryLayer, policy and budget", round(with_policy().layer(ReadThenOk))),
+            (
+                "RetryLayer, policy and budget",
+                round(with_policy().layer(ReadThenOk)),
+            ),
         ],
         31,
         CALLS,

@@ -145,7 +145,9 @@ fn call(answers: Vec<Answer>) {
         .build()
         .expect("a runtime");
     runtime.block_on(async move {
-        let mut request = Request::new(http_body_util::Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])));
+        let mut request = Request::new(http_body_util::Full::new(Bytes::from_static(&[
+            0, 0, 0, 0, 0,
+        ])));
         *request.uri_mut() = http::Uri::from_static("/a.B/C");
         // A deadline bounds the pushbacks a peer may ask for.
         request

@@ -3,7 +3,7 @@
 //! `stats/opentelemetry` records.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use http::HeaderMap;
 use opentelemetry::global::BoxedTracer;
@@ -14,7 +14,7 @@ use tonic::Code;
 
 use super::propagation::{HeaderExtractor, HeaderInjector};
 use crate::stats::{
-    CallAttempt, End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler,
+    CallAttempt, CallValue, End, Payload, RpcEvent, RpcInfo, ServiceContext, Side, StatsHandler,
 };
 
 /// Moved to [`OtelTracing::TRACER_NAME`].
@@ -218,7 +218,7 @@ struct Spans {
     call: Option<Context>,
     /// Client, an attempt of a retried call: the call's span, ended with
     /// the call; `call` is its context.
-    retried: Option<(Arc<CallSpan>, i64, bool)>,
+    retried: Option<(CallValue<CallSpan>, i64, bool)>,
     /// The attempt span (client) or the server span (`Recv.`).
     span: Context,
     /// The next outbound and inbound message sequence numbers.
@@ -333,7 +333,9 @@ where
                 let (previous, transparent) = spans
                     .retried
                     .as_ref()
-                    .map_or((0, false), |(_, previous, transparent)| (*previous, *transparent));
+                    .map_or((0, false), |(_, previous, transparent)| {
+                        (*previous, *transparent)
+                    });
                 spans.span.span().set_attributes([
                     KeyValue::new("Client", spans.call.is_some()),
                     // tonic fails a call whose connection cannot be made
@@ -423,10 +425,14 @@ struct CallSpan {
 }
 
 impl CallSpan {
-    fn of(attempt: &CallAttempt, start: impl FnOnce() -> Context) -> Arc<Self> {
+    fn of(attempt: &CallAttempt, start: impl FnOnce() -> Context) -> CallValue<Self> {
         attempt.call().value(|| {
             let end: Box<dyn FnOnce(&CallSpan) + Send> = Box::new(|call: &CallSpan| {
-                let last = call.last.lock().unwrap_or_else(PoisonError::into_inner).take();
+                let last = call
+                    .last
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
                 end_span(&call.context, last.unwrap_or(Status::Unset));
             });
             (

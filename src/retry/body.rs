@@ -297,7 +297,11 @@ where
             match polled {
                 Poll::Pending => {
                     let attempt = this.attempt;
-                    match state.waiting.iter_mut().find(|(waiting, _)| *waiting == attempt) {
+                    match state
+                        .waiting
+                        .iter_mut()
+                        .find(|(waiting, _)| *waiting == attempt)
+                    {
                         Some((_, waker)) => waker.clone_from(cx.waker()),
                         None => state.waiting.push((attempt, cx.waker().clone())),
                     }
@@ -357,8 +361,11 @@ fn keep<B>(state: &mut State<B>, next: &mut usize, attempt: u32, data: &Bytes) {
         .kept_bytes
         .checked_add(len)
         .is_some_and(|total| total <= state.per_call_limit);
-    let within_channel =
-        within_call && state.channel.as_ref().is_none_or(|channel| channel.reserve(len));
+    let within_channel = within_call
+        && state
+            .channel
+            .as_ref()
+            .is_none_or(|channel| channel.reserve(len));
     if within_call && within_channel {
         state.kept.push_back(data.clone());
         state.kept_bytes += len;
@@ -378,9 +385,7 @@ mod tests {
 
     use super::*;
 
-    type Frames = StreamBody<
-        tokio_stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Status>>>,
-    >;
+    type Frames = StreamBody<tokio_stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Status>>>>;
 
     fn source(frames: &[&'static str]) -> Frames {
         StreamBody::new(tokio_stream::iter(
@@ -409,8 +414,12 @@ mod tests {
     #[tokio::test]
     async fn a_later_attempt_sends_the_same_bytes_not_copies() {
         let call = Arc::new(CallBody::new(source(&["one", "two"]), 1024, None));
-        let first = read_all(AttemptBody::new(Arc::clone(&call), 0)).await.unwrap();
-        let second = read_all(AttemptBody::new(Arc::clone(&call), 1)).await.unwrap();
+        let first = read_all(AttemptBody::new(Arc::clone(&call), 0))
+            .await
+            .unwrap();
+        let second = read_all(AttemptBody::new(Arc::clone(&call), 1))
+            .await
+            .unwrap();
         assert_eq!(first, second);
         assert_eq!(first[0].as_ptr(), second[0].as_ptr(), "one buffer, shared");
         assert_eq!(call.kept_bytes(), 6);
@@ -423,8 +432,14 @@ mod tests {
     #[tokio::test]
     async fn past_the_per_call_bound_the_call_commits_and_keeps_nothing() {
         let call = Arc::new(CallBody::new(source(&["12345", "67890", "x"]), 8, None));
-        let first = read_all(AttemptBody::new(Arc::clone(&call), 0)).await.unwrap();
-        assert_eq!(first.len(), 3, "the committed attempt still sends everything");
+        let first = read_all(AttemptBody::new(Arc::clone(&call), 0))
+            .await
+            .unwrap();
+        assert_eq!(
+            first.len(),
+            3,
+            "the committed attempt still sends everything"
+        );
         assert!(call.is_final());
         assert_eq!(call.kept_bytes(), 0);
     }
@@ -432,8 +447,16 @@ mod tests {
     #[tokio::test]
     async fn the_channel_budget_is_shared_and_given_back() {
         let channel = Arc::new(ChannelBudget::new(10));
-        let a = Arc::new(CallBody::new(source(&["123456"]), 1024, Some(Arc::clone(&channel))));
-        let b = Arc::new(CallBody::new(source(&["123456"]), 1024, Some(Arc::clone(&channel))));
+        let a = Arc::new(CallBody::new(
+            source(&["123456"]),
+            1024,
+            Some(Arc::clone(&channel)),
+        ));
+        let b = Arc::new(CallBody::new(
+            source(&["123456"]),
+            1024,
+            Some(Arc::clone(&channel)),
+        ));
         read_all(AttemptBody::new(Arc::clone(&a), 0)).await.unwrap();
         assert_eq!(channel.used(), 6);
         read_all(AttemptBody::new(Arc::clone(&b), 0)).await.unwrap();
@@ -450,16 +473,21 @@ mod tests {
             Err(Status::invalid_argument("bad message")),
         ]));
         let call = Arc::new(CallBody::new(failing, 1024, None));
-        let error = read_all(AttemptBody::new(Arc::clone(&call), 0)).await.unwrap_err();
+        let error = read_all(AttemptBody::new(Arc::clone(&call), 0))
+            .await
+            .unwrap_err();
         assert_eq!(error.code(), tonic::Code::InvalidArgument);
         assert!(call.is_final());
-        let again = read_all(AttemptBody::new(Arc::clone(&call), 1)).await.unwrap_err();
+        let again = read_all(AttemptBody::new(Arc::clone(&call), 1))
+            .await
+            .unwrap_err();
         assert_eq!(again.message(), "bad message");
     }
 
     #[test]
     fn a_waiting_attempt_is_woken_when_another_reads_or_leaves() {
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, Status>>();
+        let (sender, receiver) =
+            tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, Status>>();
         let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(receiver);
         let call = Arc::new(CallBody::new(StreamBody::new(stream), 1024, None));
         let mut first = AttemptBody::new(Arc::clone(&call), 0);
@@ -472,7 +500,9 @@ mod tests {
         // The source now wakes `second` only; `second` leaves.
         drop(second);
         assert_eq!(woken.load(Ordering::SeqCst), 1, "first woken to read on");
-        sender.send(Ok(Frame::data(Bytes::from_static(b"m")))).unwrap();
+        sender
+            .send(Ok(Frame::data(Bytes::from_static(b"m"))))
+            .unwrap();
         match Pin::new(&mut first).poll_frame(&mut cx) {
             Poll::Ready(Some(Ok(frame))) => assert_eq!(frame.into_data().unwrap(), "m"),
             other => panic!("{other:?}"),

@@ -138,8 +138,10 @@ impl RetryConfig {
 
     /// Sets the policy of one method (`service` as `package.Service`).
     pub fn method(mut self, service: &str, method: &str, policy: RetryPolicy) -> Self {
-        self.methods
-            .insert(format!("/{service}/{method}").into_boxed_str(), Some(policy));
+        self.methods.insert(
+            format!("/{service}/{method}").into_boxed_str(),
+            Some(policy),
+        );
         self
     }
 
@@ -192,9 +194,7 @@ impl RetryConfig {
         }
         let found = self.methods.get(path).or_else(|| {
             let service = &path[..path.rfind('/').map_or(0, |slash| slash + 1)];
-            self.methods
-                .get(service)
-                .or_else(|| self.methods.get(""))
+            self.methods.get(service).or_else(|| self.methods.get(""))
         });
         found.and_then(Option::as_ref)
     }
@@ -361,7 +361,11 @@ fn parse_duration(text: &str) -> Option<Duration> {
     if !digits(whole) || !digits(fraction) || fraction.len() > 9 {
         return None;
     }
-    let secs: u64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let secs: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
     // Maximum seconds of a protobuf Duration.
     if secs > 315_576_000_000 {
         return None;
@@ -390,7 +394,9 @@ mod tests {
                 "waitForReady": true, {POLICY}}}]}}"#
         ))
         .unwrap();
-        let policy = config.policy("/grpc.testing.TestService/EmptyCall").unwrap();
+        let policy = config
+            .policy("/grpc.testing.TestService/EmptyCall")
+            .unwrap();
         assert_eq!(policy.max_attempts(), 4);
         assert_eq!(policy.initial_backoff(), Duration::from_millis(10));
         assert!(policy.is_retryable(Code::AlreadyExists));
@@ -409,7 +415,10 @@ mod tests {
             ]}}"#
         ))
         .unwrap();
-        assert!(config.policy("/s/m").is_none(), "its own config has no policy");
+        assert!(
+            config.policy("/s/m").is_none(),
+            "its own config has no policy"
+        );
         assert_eq!(config.policy("/s/other").unwrap().max_attempts(), 4);
         let default = config.policy("/t/x").unwrap();
         assert_eq!(default.max_attempts(), 2);
@@ -484,15 +493,31 @@ mod tests {
 
     #[test]
     fn durations_parse_as_grpc_go_parses_them() {
-        let ok = |text, millis| assert_eq!(parse_duration(text), Some(Duration::from_millis(millis)));
+        let ok =
+            |text, millis| assert_eq!(parse_duration(text), Some(Duration::from_millis(millis)));
         ok("1s", 1000);
         ok(".01s", 10);
         ok("0.5s", 500);
         ok("2.s", 2000);
         ok("+1s", 1000);
-        assert_eq!(parse_duration("0.000000001s"), Some(Duration::from_nanos(1)));
+        assert_eq!(
+            parse_duration("0.000000001s"),
+            Some(Duration::from_nanos(1))
+        );
         assert_eq!(parse_duration("-1s"), Some(Duration::ZERO));
-        for bad in ["", "s", ".s", "1", "1ms", "1.2.3s", "0.0000000001s", "+s", "+.5s", "1es", "999999999999s"] {
+        for bad in [
+            "",
+            "s",
+            ".s",
+            "1",
+            "1ms",
+            "1.2.3s",
+            "0.0000000001s",
+            "+s",
+            "+.5s",
+            "1es",
+            "999999999999s",
+        ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
     }
@@ -500,7 +525,13 @@ mod tests {
     #[test]
     fn the_cap_on_attempts_follows_grpc_go() {
         assert_eq!(RetryConfig::new().call_attempts_cap(), 5);
-        assert_eq!(RetryConfig::new().max_call_attempts(7).call_attempts_cap(), 7);
-        assert_eq!(RetryConfig::new().max_call_attempts(1).call_attempts_cap(), 5);
+        assert_eq!(
+            RetryConfig::new().max_call_attempts(7).call_attempts_cap(),
+            7
+        );
+        assert_eq!(
+            RetryConfig::new().max_call_attempts(1).call_attempts_cap(),
+            5
+        );
     }
 }

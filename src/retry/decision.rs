@@ -147,20 +147,40 @@ mod tests {
         let policy = policy(4);
         let mut retries = Retries::default();
         for _ in 0..3 {
-            let next = retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, None);
+            let next = retries.next(
+                failure(Code::Unavailable, Pushback::None),
+                Some(&policy),
+                5,
+                None,
+            );
             assert!(matches!(next, Next::RetryAfter(_)), "{next:?}");
         }
         assert_eq!(retries.made, 3);
-        let next = retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, None);
+        let next = retries.next(
+            failure(Code::Unavailable, Pushback::None),
+            Some(&policy),
+            5,
+            None,
+        );
         assert_eq!(next, Next::Answer, "4 attempts made");
         // The channel's cap below the policy's.
         let mut retries = Retries::default();
         assert!(matches!(
-            retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 2, None),
+            retries.next(
+                failure(Code::Unavailable, Pushback::None),
+                Some(&policy),
+                2,
+                None
+            ),
             Next::RetryAfter(_)
         ));
         assert_eq!(
-            retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 2, None),
+            retries.next(
+                failure(Code::Unavailable, Pushback::None),
+                Some(&policy),
+                2,
+                None
+            ),
             Next::Answer
         );
     }
@@ -176,7 +196,12 @@ mod tests {
             .build()
             .unwrap();
         let mut retries = Retries::default();
-        let _ = retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, None);
+        let _ = retries.next(
+            failure(Code::Unavailable, Pushback::None),
+            Some(&policy),
+            5,
+            None,
+        );
         assert_eq!(retries.since_pushback, 1);
         let next = retries.next(
             failure(Code::Unavailable, Pushback::After(Duration::from_millis(3))),
@@ -186,14 +211,24 @@ mod tests {
         );
         assert_eq!(next, Next::RetryAfter(Duration::from_millis(3)));
         assert_eq!(retries.since_pushback, 0, "the backoff starts over");
-        match retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, None) {
+        match retries.next(
+            failure(Code::Unavailable, Pushback::None),
+            Some(&policy),
+            5,
+            None,
+        ) {
             Next::RetryAfter(delay) => assert!(delay < Duration::from_millis(121), "{delay:?}"),
             other => panic!("{other:?}"),
         }
         // A refused pushback stops retries and costs a token, whatever the
         // code (grpc-go reads it before the codes).
         let throttle = Throttle::new(RetryThrottling::new(10.0, 1.0).unwrap());
-        let next = retries.next(failure(Code::Internal, Pushback::Stop), Some(&policy), 5, Some(&throttle));
+        let next = retries.next(
+            failure(Code::Internal, Pushback::Stop),
+            Some(&policy),
+            5,
+            Some(&throttle),
+        );
         assert_eq!(next, Next::Answer);
         assert_eq!(throttle.tokens(), 9.0);
     }
@@ -204,16 +239,31 @@ mod tests {
         let throttle = Throttle::new(RetryThrottling::new(4.0, 1.0).unwrap());
         let mut retries = Retries::default();
         assert_eq!(
-            retries.next(failure(Code::Internal, Pushback::None), Some(&policy), 5, Some(&throttle)),
+            retries.next(
+                failure(Code::Internal, Pushback::None),
+                Some(&policy),
+                5,
+                Some(&throttle)
+            ),
             Next::Answer
         );
         assert_eq!(throttle.tokens(), 4.0, "a code not retryable costs nothing");
         assert!(matches!(
-            retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, Some(&throttle)),
+            retries.next(
+                failure(Code::Unavailable, Pushback::None),
+                Some(&policy),
+                5,
+                Some(&throttle)
+            ),
             Next::RetryAfter(_)
         ));
         assert_eq!(
-            retries.next(failure(Code::Unavailable, Pushback::None), Some(&policy), 5, Some(&throttle)),
+            retries.next(
+                failure(Code::Unavailable, Pushback::None),
+                Some(&policy),
+                5,
+                Some(&throttle)
+            ),
             Next::Answer,
             "2 tokens left: at half"
         );

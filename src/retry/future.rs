@@ -186,7 +186,10 @@ where
                         pushback: wire_status::pushback(response.headers()),
                         unprocessed: false,
                     };
-                    (failure, Ok(response.map(|body| ResponseBody::new(body, None))))
+                    (
+                        failure,
+                        Ok(response.map(|body| ResponseBody::new(body, None))),
+                    )
                 }
             },
         };
@@ -308,7 +311,8 @@ where
                         Err(delay) => {
                             call.sleep = (!delay.is_zero()).then(|| {
                                 let wake = Instant::now() + delay;
-                                let wake = call.deadline.map_or(wake, |deadline| wake.min(deadline));
+                                let wake =
+                                    call.deadline.map_or(wake, |deadline| wake.min(deadline));
                                 Box::pin(tokio::time::sleep_until(wake))
                             });
                             this.attempt.set(Attempt::Waiting);

@@ -120,7 +120,10 @@ impl RetryLayer {
 
     /// The tokens in the channel's retry budget now, if it has one.
     pub fn retry_tokens(&self) -> Option<f64> {
-        self.settings.throttle.as_ref().map(|throttle| throttle.tokens())
+        self.settings
+            .throttle
+            .as_ref()
+            .map(|throttle| throttle.tokens())
     }
 
     /// The request bytes the channel's calls keep now, if it is bounded.

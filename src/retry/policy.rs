@@ -26,7 +26,9 @@ impl Codes {
     }
 
     fn iter(self) -> impl Iterator<Item = Code> {
-        (0..17).filter(move |bit| self.0 & (1 << bit) != 0).map(Code::from_i32)
+        (0..17)
+            .filter(move |bit| self.0 & (1 << bit) != 0)
+            .map(Code::from_i32)
     }
 }
 
@@ -237,7 +239,7 @@ impl RetryPolicyBuilder {
 mod tests {
     use super::*;
 
-    fn policy(multiplier: f64) -> RetryPolicy {
+    fn policy_with(multiplier: f64) -> RetryPolicy {
         RetryPolicy::builder()
             .max_attempts(5)
             .initial_backoff(Duration::from_millis(100))
@@ -250,13 +252,16 @@ mod tests {
 
     #[test]
     fn the_backoff_grows_by_the_multiplier_up_to_the_cap() {
-        let policy = policy(2.0);
+        let policy = policy_with(2.0);
         assert_eq!(policy.backoff(0), Duration::from_millis(100));
         assert_eq!(policy.backoff(1), Duration::from_millis(200));
         assert_eq!(policy.backoff(2), Duration::from_millis(350));
         assert_eq!(policy.backoff(u32::MAX), Duration::from_millis(350));
         // An infinite multiplier (grpc-go accepts any positive one).
-        assert_eq!(policy(f64::INFINITY).backoff(3), Duration::from_millis(350));
+        assert_eq!(
+            policy_with(f64::INFINITY).backoff(3),
+            Duration::from_millis(350)
+        );
         for _ in 0..1000 {
             let jittered = policy.jittered_backoff(1);
             assert!(jittered >= Duration::from_millis(160), "{jittered:?}");

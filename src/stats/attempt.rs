@@ -132,7 +132,9 @@ impl CallScope {
 
     /// The call's value of type `T`, made by `make` (and `on_end` given
     /// it to run when the call is over) the first time any attempt asks.
-    pub fn value<T, F>(&self, make: F) -> Arc<T>
+    /// The value holds the call open: a handler keeps it until its
+    /// attempt ends.
+    pub fn value<T, F>(&self, make: F) -> CallValue<T>
     where
         T: Send + Sync + 'static,
         F: FnOnce() -> (T, Option<Box<dyn FnOnce(&T) + Send>>),
@@ -141,11 +143,17 @@ impl CallScope {
         if let Some((_, value)) = values.iter().find(|(id, _)| *id == TypeId::of::<T>())
             && let Ok(value) = Arc::clone(value).downcast::<T>()
         {
-            return value;
+            return CallValue {
+                value,
+                _call: self.clone(),
+            };
         }
         let (value, on_end) = make();
         let value = Arc::new(value);
-        values.push((TypeId::of::<T>(), Arc::clone(&value) as Arc<dyn Any + Send + Sync>));
+        values.push((
+            TypeId::of::<T>(),
+            Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
+        ));
         drop(values);
         if let Some(on_end) = on_end {
             let at_end = Arc::clone(&value);
@@ -155,7 +163,31 @@ impl CallScope {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(Box::new(move || on_end(&at_end)));
         }
-        value
+        CallValue {
+            value,
+            _call: self.clone(),
+        }
+    }
+}
+
+/// A handler's per-call value ([`CallScope::value`]); while it is held,
+/// the call is not over.
+pub struct CallValue<T> {
+    value: Arc<T>,
+    _call: CallScope,
+}
+
+impl<T> std::ops::Deref for CallValue<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for CallValue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value.fmt(f)
     }
 }
 
@@ -190,6 +222,10 @@ mod tests {
         drop(transparent);
         assert_eq!(ended.load(Ordering::SeqCst), 0, "the call is not over");
         drop(retry);
-        assert_eq!(ended.load(Ordering::SeqCst), 2, "one value, both attempts' counts");
+        assert_eq!(
+            ended.load(Ordering::SeqCst),
+            2,
+            "one value, both attempts' counts"
+        );
     }
 }

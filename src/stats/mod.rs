@@ -197,7 +197,7 @@ pub(crate) mod service_context;
 mod conn;
 pub(crate) mod layer;
 
-pub use attempt::{CallAttempt, CallScope};
+pub use attempt::{CallAttempt, CallScope, CallValue};
 pub use combined::Combined;
 pub use conn::{ConnTag, ConnectAddrs, ConnectFuture, StatsConnector, StatsIncoming, StatsIo};
 pub use counter::ShardedCounter;

@@ -172,8 +172,14 @@ pub(crate) fn pushback(headers: &HeaderMap) -> Pushback {
     if values.next().is_some() {
         return Pushback::Stop;
     }
-    match value.to_str().ok().and_then(|text| text.parse::<i64>().ok()) {
-        Some(millis) if millis >= 0 => Pushback::After(Duration::from_millis(millis.unsigned_abs())),
+    match value
+        .to_str()
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+    {
+        Some(millis) if millis >= 0 => {
+            Pushback::After(Duration::from_millis(millis.unsigned_abs()))
+        }
         _ => Pushback::Stop,
     }
 }
@@ -216,7 +222,15 @@ mod tests {
         assert_eq!(of(&["250"]), Pushback::After(Duration::from_millis(250)));
         assert_eq!(of(&["+7"]), Pushback::After(Duration::from_millis(7)));
         assert_eq!(of(&["-0"]), Pushback::After(Duration::ZERO));
-        for stop in [&["-1"][..], &["1.5"], &["abc"], &[""], &[" 1"], &["1", "2"], &["99999999999999999999"]] {
+        for stop in [
+            &["-1"][..],
+            &["1.5"],
+            &["abc"],
+            &[""],
+            &[" 1"],
+            &["1", "2"],
+            &["99999999999999999999"],
+        ] {
             assert_eq!(of(stop), Pushback::Stop, "{stop:?}");
         }
     }

@@ -31,7 +31,9 @@ impl Body for Messages {
             return Poll::Ready(None);
         }
         self.0 -= 1;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&[0, 0, 0, 0, 1, 7])))))
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&[
+            0, 0, 0, 0, 1, 7,
+        ])))))
     }
 }
 
@@ -51,7 +53,9 @@ impl Service<Request<tonic::body::Body>> for ReadThenOk {
     fn call(&mut self, request: Request<tonic::body::Body>) -> Self::Future {
         Box::pin(async move {
             let mut body = request.into_body();
-            while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            while let Some(frame) =
+                std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+            {
                 drop(frame);
             }
             let mut trailers = HeaderMap::new();
@@ -90,7 +94,12 @@ fn messages_cost_no_allocation_beyond_room_for_their_references() {
     // Each doubling of the messages adds one growth of the kept list (a
     // reallocation), nothing per message.
     for pair in per_doubling.windows(2) {
-        assert!(pair[1] - pair[0] <= 1, "allocations beyond a one-message call: {per_doubling:?}");
+        assert!(
+            pair[1] - pair[0] <= 1,
+            "allocations beyond a one-message call: {per_doubling:?}"
+        );
     }
-    println!("allocations per call: {base} for one message; beyond it for 64..512: {per_doubling:?}");
+    println!(
+        "allocations per call: {base} for one message; beyond it for 64..512: {per_doubling:?}"
+    );
 }

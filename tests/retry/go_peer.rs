@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic::Code;
 
 use crate::script::{Script, serve};
-use crate::streaming::{CONFIG, ClientOp, cases, rust_client, run_client};
+use crate::streaming::{CONFIG, ClientOp, cases, run_client, rust_client};
 
 /// grpc-go's name of a code (`codes.Code.String()`).
 fn go_name(code: Code) -> &'static str {
@@ -54,9 +54,21 @@ struct GoClient {
 }
 
 impl GoClient {
-    async fn start(binary: &std::path::Path, addr: std::net::SocketAddr, config: &str, buffer: usize) -> Self {
+    async fn start(
+        binary: &std::path::Path,
+        addr: std::net::SocketAddr,
+        config: &str,
+        buffer: usize,
+    ) -> Self {
         let mut child = tokio::process::Command::new(binary)
-            .args(["-addr", &addr.to_string(), "-config", config, "-buffer", &buffer.to_string()])
+            .args([
+                "-addr",
+                &addr.to_string(),
+                "-config",
+                config,
+                "-buffer",
+                &buffer.to_string(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -70,7 +82,10 @@ impl GoClient {
     }
 
     async fn run(&mut self, case: &str) -> String {
-        self.stdin.write_all(format!("{case}\n").as_bytes()).await.unwrap();
+        self.stdin
+            .write_all(format!("{case}\n").as_bytes())
+            .await
+            .unwrap();
         self.stdin.flush().await.unwrap();
         tokio::time::timeout(support::PATIENCE, self.stdout.next_line())
             .await
@@ -84,7 +99,10 @@ impl GoClient {
 async fn drained(script: &Script) {
     let deadline = support::deadline();
     while script.left().await != 0 {
-        assert!(std::time::Instant::now() < deadline, "the script did not run out");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the script did not run out"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
@@ -113,7 +131,10 @@ async fn grpc_go_and_retry_layer_make_the_same_attempts_in_every_streaming_scena
         assert_eq!(outcome, Ok(()), "RetryLayer: {description}");
         drained(&script).await;
         seen.push(std::mem::take(&mut *script.attempts_seen.lock().unwrap()));
-        assert_eq!(seen[0], seen[1], "{description}: grpc-go's attempts, then ours");
+        assert_eq!(
+            seen[0], seen[1],
+            "{description}: grpc-go's attempts, then ours"
+        );
     }
 }
 
@@ -123,7 +144,10 @@ async fn grpc_go_and_retry_layer_give_the_same_unary_codes_after_the_same_calls(
         return;
     };
     for (config, answer) in [
-        (crate::unary::config(4, r#""ALREADY_EXISTS""#, ""), crate::unary::retry_unary as fn(u32) -> Code),
+        (
+            crate::unary::config(4, r#""ALREADY_EXISTS""#, ""),
+            crate::unary::retry_unary as fn(u32) -> Code,
+        ),
         (
             crate::unary::config(
                 4,
@@ -147,6 +171,10 @@ async fn grpc_go_and_retry_layer_give_the_same_unary_codes_after_the_same_calls(
             codes.push(go_name(crate::unary::call(&mut client).await));
         }
         assert_eq!(go_codes, format!("codes: {}", codes.join(" ")));
-        assert_eq!(go_calls, server.calls.load(Ordering::SeqCst), "server calls");
+        assert_eq!(
+            go_calls,
+            server.calls.load(Ordering::SeqCst),
+            "server calls"
+        );
     }
 }

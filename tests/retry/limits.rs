@@ -97,7 +97,11 @@ async fn a_rate_refusal_is_retried_after_its_pushback_and_admitted() {
     let mut client = client(&[addr], SLOW_BACKOFF).await;
     for _ in 0..3 {
         client.check(request("team-a")).await.unwrap();
-        if attempts.seen().iter().any(|attempt| attempt.pushback_ms.is_some()) {
+        if attempts
+            .seen()
+            .iter()
+            .any(|attempt| attempt.pushback_ms.is_some())
+        {
             break;
         }
     }
@@ -112,7 +116,10 @@ async fn a_rate_refusal_is_retried_after_its_pushback_and_admitted() {
     let gap = retry.arrived - seen[refused].arrived;
     assert!(gap >= sent, "retried after {gap:?}, pushback {sent:?}");
     // The policy's own backoff would be at least 24 s.
-    assert!(gap < sent + Duration::from_secs(10), "retried after {gap:?}, pushback {sent:?}");
+    assert!(
+        gap < sent + Duration::from_secs(10),
+        "retried after {gap:?}, pushback {sent:?}"
+    );
 }
 
 #[tokio::test]
@@ -139,7 +146,11 @@ async fn an_overload_refusal_is_retried_on_the_next_replica() {
     // each retried on replica 1 after its pushback.
     let refused: Vec<_> = seen.iter().filter(|a| a.pushback_ms.is_some()).collect();
     assert!(refused.iter().all(|a| a.server == 0), "{seen:?}");
-    assert_eq!(seen.len(), CALLS + refused.len(), "one retry per refusal: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        CALLS + refused.len(),
+        "one retry per refusal: {seen:?}"
+    );
     assert!(seen.len() <= 3 * CALLS, "within maxAttempts × calls");
     for pair in seen.windows(2) {
         if let Some(pushback_ms) = pair[0].pushback_ms {

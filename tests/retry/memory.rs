@@ -40,7 +40,13 @@ async fn a_long_client_stream_keeps_at_most_the_per_call_bound() {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let sender = tokio::spawn(async move {
         for _ in 0..MESSAGES {
-            if tx.send(EchoRequest { message: word.clone() }).await.is_err() {
+            if tx
+                .send(EchoRequest {
+                    message: word.clone(),
+                })
+                .await
+                .is_err()
+            {
                 break;
             }
         }
@@ -57,7 +63,10 @@ async fn a_long_client_stream_keeps_at_most_the_per_call_bound() {
         MESSAGES * (64 * 1024 - 1) + MESSAGES - 1
     );
     let most = most.load(Ordering::SeqCst);
-    assert!(most <= PER_CALL, "kept {most} bytes at most, bound {PER_CALL}");
+    assert!(
+        most <= PER_CALL,
+        "kept {most} bytes at most, bound {PER_CALL}"
+    );
     assert_eq!(retry.channel_buffer_used(), Some(0), "all given back");
 }
 
@@ -70,7 +79,11 @@ async fn response_headers_commit_the_call_and_free_what_it_kept() {
         .service(support::connect(addr).await);
     let mut client = EchoClient::new(channel);
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(EchoRequest { message: "one".into() }).await.unwrap();
+    tx.send(EchoRequest {
+        message: "one".into(),
+    })
+    .await
+    .unwrap();
     let mut responses = client
         .bidirectional_streaming_echo(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
@@ -79,7 +92,11 @@ async fn response_headers_commit_the_call_and_free_what_it_kept() {
     assert_eq!(responses.message().await.unwrap().unwrap().message, "one");
     // Committed at the headers: new messages are not kept.
     for _ in 0..10 {
-        tx.send(EchoRequest { message: "x".repeat(1000) }).await.unwrap();
+        tx.send(EchoRequest {
+            message: "x".repeat(1000),
+        })
+        .await
+        .unwrap();
         responses.message().await.unwrap().unwrap();
     }
     assert_eq!(

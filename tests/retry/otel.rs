@@ -67,7 +67,11 @@ async fn a_call_of_three_attempts_gives_three_attempts_and_one_call() {
     );
     assert_eq!(
         by_status("grpc.client.attempt.duration"),
-        [(Some("OK".to_owned()), 1), (Some("UNAVAILABLE".to_owned()), 2)].into()
+        [
+            (Some("OK".to_owned()), 1),
+            (Some("UNAVAILABLE".to_owned()), 2)
+        ]
+        .into()
     );
     let started: u64 = sdk
         .counts("grpc.client.attempt.started")
@@ -76,7 +80,10 @@ async fn a_call_of_three_attempts_gives_three_attempts_and_one_call() {
         .sum();
     assert_eq!(started, 3);
 
-    support::wait_until("four spans", || spans.get_finished_spans().unwrap().len() == 4).await;
+    support::wait_until("four spans", || {
+        spans.get_finished_spans().unwrap().len() == 4
+    })
+    .await;
     let finished = spans.get_finished_spans().unwrap();
     let call = finished
         .iter()
@@ -86,7 +93,11 @@ async fn a_call_of_three_attempts_gives_three_attempts_and_one_call() {
         .iter()
         .filter(|span| span.name == "Attempt.hotpath.echo.Echo.UnaryEcho")
         .map(|span| {
-            assert_eq!(span.parent_span_id, call.span_context.span_id(), "under the call");
+            assert_eq!(
+                span.parent_span_id,
+                call.span_context.span_id(),
+                "under the call"
+            );
             let attribute = span
                 .attributes
                 .iter()

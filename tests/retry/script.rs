@@ -90,26 +90,31 @@ impl EchoOverride for Scripted {
             let mut ops = script.ops.lock().await;
             let mut start = Some(start_tx);
             let mut pushback = Vec::new();
-            let fail = |status: Status, start: &mut Option<oneshot::Sender<Start>>| {
-                match start.take() {
+            let fail =
+                |status: Status, start: &mut Option<oneshot::Sender<Start>>| match start.take() {
                     Some(start) => {
                         let _ = start.send(Start::Error(status));
                         None
                     }
                     None => Some(status),
-                }
-            };
+                };
             while let Some(op) = ops.pop_front() {
                 let failure = match op {
                     ServerOp::Req(want) => match incoming.message().await {
                         Ok(Some(got)) if got.message == want => None,
-                        other => Some(Status::internal(format!("server: got {other:?}, want {want}"))),
+                        other => Some(Status::internal(format!(
+                            "server: got {other:?}, want {want}"
+                        ))),
                     },
                     ServerOp::Attempts(want) => (previous.as_deref() != Some(&*want.to_string()))
-                        .then(|| Status::internal(format!("server: attempts {previous:?}, want {want}"))),
+                        .then(|| {
+                            Status::internal(format!("server: attempts {previous:?}, want {want}"))
+                        }),
                     ServerOp::CloseSend => match incoming.message().await {
                         Ok(None) => None,
-                        other => Some(Status::internal(format!("server: got {other:?}, want the end"))),
+                        other => Some(Status::internal(format!(
+                            "server: got {other:?}, want the end"
+                        ))),
                     },
                     ServerOp::Hdr | ServerOp::Res(_) => {
                         if let Some(start) = start.take() {

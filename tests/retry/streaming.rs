@@ -49,41 +49,78 @@ pub(crate) fn cases() -> Vec<(&'static str, Vec<ServerOp>, Vec<ClientOp>)> {
         ),
         (
             "One retry necessary",
-            vec![S::Req(s("1")), S::Err(Code::Unavailable), S::Req(s("1")), S::Attempts(1), S::Res(s("1"))],
+            vec![
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Attempts(1),
+                S::Res(s("1")),
+            ],
             vec![C::Req(s("1")), C::Res(s("1")), C::Err(Code::Ok)],
         ),
         (
             "Exceed max attempts (4); check attempts header on server",
             vec![
-                S::Req(s("1")), S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Attempts(1), S::Err(Code::Unavailable),
-                S::Attempts(2), S::Req(s("1")), S::Err(Code::Unavailable),
-                S::Attempts(3), S::Req(s("1")), S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Attempts(1),
+                S::Err(Code::Unavailable),
+                S::Attempts(2),
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
+                S::Attempts(3),
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
             ],
             vec![C::Req(s("1")), C::Err(Code::Unavailable)],
         ),
         (
             "Multiple requests",
             vec![
-                S::Req(s("1")), S::Req(s("2")), S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Req(s("2")), S::Res(s("5")),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::Res(s("5")),
             ],
-            vec![C::Req(s("1")), C::Req(s("2")), C::Res(s("5")), C::Err(Code::Ok)],
+            vec![
+                C::Req(s("1")),
+                C::Req(s("2")),
+                C::Res(s("5")),
+                C::Err(Code::Ok),
+            ],
         ),
         (
             "Multiple successive requests",
             vec![
-                S::Req(s("1")), S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Req(s("2")), S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Req(s("2")), S::Req(s("3")), S::Res(s("5")),
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::Req(s("3")),
+                S::Res(s("5")),
             ],
-            vec![C::Req(s("1")), C::Req(s("2")), C::Req(s("3")), C::Res(s("5")), C::Err(Code::Ok)],
+            vec![
+                C::Req(s("1")),
+                C::Req(s("2")),
+                C::Req(s("3")),
+                C::Res(s("5")),
+                C::Err(Code::Ok),
+            ],
         ),
         (
             "No retry after receiving",
             vec![
-                S::Req(s("1")), S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Res(s("3")), S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Res(s("3")),
+                S::Err(Code::Unavailable),
             ],
             vec![C::Req(s("1")), C::Res(s("3")), C::Err(Code::Unavailable)],
         ),
@@ -95,12 +132,25 @@ pub(crate) fn cases() -> Vec<(&'static str, Vec<ServerOp>, Vec<ClientOp>)> {
         (
             "Replaying close send",
             vec![
-                S::Req(s("1")), S::Req(s("2")), S::CloseSend, S::Err(Code::Unavailable),
-                S::Req(s("1")), S::Req(s("2")), S::CloseSend, S::Res(s("1")), S::Res(s("3")), S::Res(s("5")),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::CloseSend,
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Req(s("2")),
+                S::CloseSend,
+                S::Res(s("1")),
+                S::Res(s("3")),
+                S::Res(s("5")),
             ],
             vec![
-                C::Req(s("1")), C::Req(s("2")), C::CloseSend,
-                C::Res(s("1")), C::Res(s("3")), C::Res(s("5")), C::Err(Code::Ok),
+                C::Req(s("1")),
+                C::Req(s("2")),
+                C::CloseSend,
+                C::Res(s("1")),
+                C::Res(s("3")),
+                C::Res(s("5")),
+                C::Err(Code::Ok),
             ],
         ),
         (
@@ -110,20 +160,38 @@ pub(crate) fn cases() -> Vec<(&'static str, Vec<ServerOp>, Vec<ClientOp>)> {
         ),
         (
             "Non-numeric server pushback - no retry",
-            vec![S::Req(s("1")), S::Pushback("xxx"), S::Err(Code::Unavailable)],
+            vec![
+                S::Req(s("1")),
+                S::Pushback("xxx"),
+                S::Err(Code::Unavailable),
+            ],
             vec![C::Req(s("1")), C::Err(Code::Unavailable)],
         ),
         (
             "Multiple server pushback values - no retry",
-            vec![S::Req(s("1")), S::Pushback("100"), S::Pushback("10"), S::Err(Code::Unavailable)],
+            vec![
+                S::Req(s("1")),
+                S::Pushback("100"),
+                S::Pushback("10"),
+                S::Err(Code::Unavailable),
+            ],
             vec![C::Req(s("1")), C::Err(Code::Unavailable)],
         ),
         (
             "1s server pushback - delayed retry",
-            vec![S::Req(s("1")), S::Pushback("1000"), S::Err(Code::Unavailable), S::Req(s("1")), S::Res(s("2"))],
             vec![
-                C::GetTime, C::Req(s("1")), C::Res(s("2")),
-                C::CheckElapsed(Duration::from_secs(1)), C::Err(Code::Ok),
+                S::Req(s("1")),
+                S::Pushback("1000"),
+                S::Err(Code::Unavailable),
+                S::Req(s("1")),
+                S::Res(s("2")),
+            ],
+            vec![
+                C::GetTime,
+                C::Req(s("1")),
+                C::Res(s("2")),
+                C::CheckElapsed(Duration::from_secs(1)),
+                C::Err(Code::Ok),
             ],
         ),
         (
@@ -223,6 +291,10 @@ async fn grpc_go_retry_streaming_scenarios_give_the_same_attempts() {
         while script.left().await != 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(script.left().await, 0, "{description}: {expected_ops} server steps");
+        assert_eq!(
+            script.left().await,
+            0,
+            "{description}: {expected_ops} server steps"
+        );
     }
 }

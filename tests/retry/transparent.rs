@@ -94,16 +94,29 @@ async fn call(addr: SocketAddr, config: RetryConfig) -> Result<(), tonic::Status
         .layer(RetryLayer::new(config))
         .service(support::connect(addr).await);
     EchoClient::new(channel)
-        .unary_echo(EchoRequest { message: "m".into() })
+        .unary_echo(EchoRequest {
+            message: "m".into(),
+        })
         .await
         .map(drop)
 }
 
 #[tokio::test]
 async fn a_refused_first_stream_is_sent_again_without_a_policy_and_not_counted() {
-    let (addr, seen) = serve(|index| if index == 0 { Action::Refuse } else { Action::Ok }).await;
+    let (addr, seen) = serve(|index| {
+        if index == 0 {
+            Action::Refuse
+        } else {
+            Action::Ok
+        }
+    })
+    .await;
     call(addr, RetryConfig::new()).await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), [None, None], "transparent: no previous attempts");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [None, None],
+        "transparent: no previous attempts"
+    );
 }
 
 #[tokio::test]
@@ -128,7 +141,14 @@ async fn a_transparent_retry_is_not_one_of_the_policy_s_attempts() {
 
 #[tokio::test]
 async fn a_proxy_s_bare_503_is_unavailable_and_retried_under_the_policy() {
-    let (addr, seen) = serve(|index| if index < 2 { Action::Bare(503) } else { Action::Ok }).await;
+    let (addr, seen) = serve(|index| {
+        if index < 2 {
+            Action::Bare(503)
+        } else {
+            Action::Ok
+        }
+    })
+    .await;
     let config = RetryConfig::new().default_policy(unavailable_policy());
     call(addr, config).await.unwrap();
     assert_eq!(seen.lock().unwrap().len(), 3);

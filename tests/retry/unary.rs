@@ -57,7 +57,10 @@ where
     (addr, counted)
 }
 
-pub(crate) async fn client(addr: SocketAddr, retry: RetryLayer) -> EchoClient<Retry<tonic::transport::Channel>> {
+pub(crate) async fn client(
+    addr: SocketAddr,
+    retry: RetryLayer,
+) -> EchoClient<Retry<tonic::transport::Channel>> {
     EchoClient::new(
         tower::ServiceBuilder::new()
             .layer(retry)
@@ -164,9 +167,17 @@ async fn grpc_go_max_call_attempts_caps_unary_and_streaming_calls() {
             .await
             .unwrap_err();
         assert_eq!(status.code(), Code::Unavailable);
-        assert_eq!(server.calls.load(Ordering::SeqCst), expected, "streaming, {policy}/{cap}");
+        assert_eq!(
+            server.calls.load(Ordering::SeqCst),
+            expected,
+            "streaming, {policy}/{cap}"
+        );
         assert_eq!(call(&mut client).await, Code::Unavailable);
-        assert_eq!(server.calls.load(Ordering::SeqCst), 2 * expected, "unary, {policy}/{cap}");
+        assert_eq!(
+            server.calls.load(Ordering::SeqCst),
+            2 * expected,
+            "unary, {policy}/{cap}"
+        );
     }
 }
 

@@ -3,13 +3,13 @@
 //! `End` leaves its attribute set here, and the call's end records the
 //! last one, over the whole call.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Histogram;
 
-use crate::stats::CallAttempt;
+use crate::stats::{CallAttempt, CallValue};
 
 /// The last ended attempt's series of a call.
 #[derive(Debug, Default)]
@@ -20,7 +20,7 @@ pub(crate) struct CallRecord {
 impl CallRecord {
     /// The record of `attempt`'s call, made by its first attempt; the
     /// call's end records its duration.
-    pub(crate) fn of(attempt: &CallAttempt) -> Arc<Self> {
+    pub(crate) fn of(attempt: &CallAttempt) -> CallValue<Self> {
         let started = attempt.call().started();
         attempt.call().value(|| {
             let finish: Box<dyn FnOnce(&CallRecord) + Send> =
@@ -37,7 +37,11 @@ impl CallRecord {
     }
 
     fn finish(&self, started: Instant) {
-        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some((histogram, attrs)) = last {
             histogram.record(started.elapsed().as_secs_f64(), &attrs);
         }

@@ -26,8 +26,8 @@ use opentelemetry::metrics::{Counter, MeterProvider};
 use crate::stats::{End, RpcEvent, RpcInfo, Side, StatsHandler};
 use attrs::Series;
 use bound::Handle;
-use call::CallRecord;
 pub use builder::{OtelMetricsBuilder, OtelMetricsError};
+use call::CallRecord;
 use evidence::Evidence;
 use instruments::{ClientInstruments, EndedHandles, ServerInstruments};
 use methods::{MethodTable, RecordedMethod};
@@ -344,11 +344,15 @@ impl StatsHandler for OtelMetrics {
                         match state.call.take() {
                             // An attempt of a retried call: the call's
                             // duration is recorded once, at its end.
-                            Some(call) => call.attempt_ended(client.call_duration.instrument(), attrs),
+                            Some(call) => {
+                                call.attempt_ended(client.call_duration.instrument(), attrs)
+                            }
                             // A call of one attempt.
-                            None => client
-                                .call_duration
-                                .record(seconds, attrs, &handles.call_duration),
+                            None => {
+                                client
+                                    .call_duration
+                                    .record(seconds, attrs, &handles.call_duration)
+                            }
                         }
                     }
                 }

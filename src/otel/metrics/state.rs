@@ -36,7 +36,7 @@ pub struct MetricsRpcState {
     pub(super) rcvd: u64,
     /// Client: the call this RPC is an attempt of, when a retrying layer
     /// made it one (its `grpc.client.call.duration` is the call's).
-    pub(super) call: Option<std::sync::Arc<super::call::CallRecord>>,
+    pub(super) call: Option<crate::stats::CallValue<super::call::CallRecord>>,
 }
 
 impl MetricsRpcState {

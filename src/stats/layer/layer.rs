@@ -14,7 +14,6 @@ use tower::{BoxError, Layer, Service};
 
 use super::body::ObservedBody;
 use super::future::{ObservedSide, ResponseFuture};
-use crate::stats::CallAttempt;
 use super::handler_set::HandlerSet;
 use super::headers::AcceptedEncodings;
 use super::messages::BodyEncoding;
@@ -22,6 +21,7 @@ use super::open_service::OpenService;
 use super::record_ref::RecordRef;
 use super::service_core::ServiceCore;
 use super::side::{ClientSide, ClientTransport, ServerSide};
+use crate::stats::CallAttempt;
 use crate::stats::ConnTag;
 #[cfg(doc)]
 use crate::stats::End;

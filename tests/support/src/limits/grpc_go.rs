@@ -158,7 +158,10 @@ pub async fn go_client_settled(
         .arg(format!("-calls={calls}"))
         .arg(format!("-retry={}", attempts.is_some()))
         .arg(format!("-attempts={}", attempts.unwrap_or(3)))
-        .arg(format!("-settle={}ms", settle.map_or(0, |settle| settle.as_millis())))
+        .arg(format!(
+            "-settle={}ms",
+            settle.map_or(0, |settle| settle.as_millis())
+        ))
         .output()
         .await
         .expect("run the Go client");
