@@ -31,14 +31,13 @@ impl RetryThrottling {
     /// A budget of `max_tokens` (in (0, 1000]) refilled by `token_ratio`
     /// (above 0; three decimals kept) per successful call.
     pub fn new(max_tokens: f64, token_ratio: f64) -> Result<Self, RetryConfigError> {
-        // `!(x > 0)` also refuses NaN.
-        if !(max_tokens > 0.0 && max_tokens <= 1000.0) {
+        if max_tokens.is_nan() || max_tokens <= 0.0 || max_tokens > 1000.0 {
             return Err(RetryConfigError::new(
                 RetryConfigErrorKind::Throttling,
                 format!("maxTokens ({max_tokens}) out of range (0, 1000]"),
             ));
         }
-        if !(token_ratio > 0.0) {
+        if token_ratio.is_nan() || token_ratio <= 0.0 {
             return Err(RetryConfigError::new(
                 RetryConfigErrorKind::Throttling,
                 format!("tokenRatio ({token_ratio}) must be greater than zero"),
