@@ -292,6 +292,7 @@ impl Admission {
     ) -> OverloadError {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         shares.for_each(|share| self.shares.leave(share));
+        self.samples.refused();
         let tenant = first.map(org_id);
         if priority == Priority::ShedFirst {
             OverloadError::shed_first(before, limit, tenant, self.retry_after())
@@ -334,8 +335,9 @@ impl Admission {
         }
         self.samples.take(sums);
         let peak = self.peak.swap(self.in_flight(), Ordering::Relaxed);
-        self.last_admitted
-            .store(self.samples.take_admitted(), Ordering::Relaxed);
+        let admitted = self.samples.take_admitted();
+        let refused = self.samples.take_refused();
+        self.last_admitted.store(admitted, Ordering::Relaxed);
         self.window_index.fetch_add(1, Ordering::Relaxed);
         let limit = controller.update(
             Window {
@@ -343,6 +345,8 @@ impl Admission {
                 total_nanos: sums.nanos,
                 squares_micros: sums.squares,
                 peak,
+                admitted,
+                refused,
             },
             now,
         );
