@@ -187,9 +187,6 @@ pub(crate) struct Window {
     pub(crate) squares_micros: u64,
     /// The most calls in flight at once in the window.
     pub(crate) peak: u32,
-    /// Calls admitted and refused in the window.
-    pub(crate) admitted: u64,
-    pub(crate) refused: u64,
 }
 
 impl Window {
@@ -270,7 +267,6 @@ impl Controller {
     }
 
     /// Whether a probe window is running.
-    #[cfg(test)]
     pub(crate) fn is_probing(&self) -> bool {
         self.probing.is_some()
     }
@@ -332,12 +328,7 @@ impl Controller {
         // shrink the limit.
         let now_at_least = (rtt - error).max(1.0);
         let gradient = (baseline * (1.0 + self.config.tolerance) / now_at_least).clamp(0.5, 1.0);
-        let mut headroom = self.config.queue_factor * self.limit.sqrt();
-        // EXPERIMENT: under refusals the demand keeps the workers busy;
-        // the queue the headroom buys only adds latency.
-        if window.refused > 0 && std::env::var_os("ADAPTIVE_EXPERIMENT").is_some() {
-            headroom *= window.admitted as f64 / (window.admitted + window.refused) as f64;
-        }
+        let headroom = self.config.queue_factor * self.limit.sqrt();
         let used = f64::from(window.peak) >= self.limit / 2.0;
         let next = if gradient >= 1.0 && !used {
             // Not loaded: nothing learned about the capacity.
@@ -399,8 +390,6 @@ mod tests {
             total_nanos: (samples as f64 * mean_ms * MS as f64) as u64,
             squares_micros: samples * micros * micros,
             peak,
-            admitted: samples,
-            refused: 0,
         }
     }
 

@@ -16,7 +16,6 @@ struct Stripe {
     /// 4 s adds 1.6e13, so 10⁶ of them fit).
     squares: AtomicU64,
     admitted: AtomicU64,
-    refused: AtomicU64,
 }
 
 /// Samples so far: how many, their summed nanoseconds, their summed
@@ -80,20 +79,6 @@ impl Stripes {
     #[inline]
     pub(crate) fn admitted(&self) {
         self.mine().admitted.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a refused call.
-    #[inline]
-    pub(crate) fn refused(&self) {
-        self.mine().refused.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The calls refused since the last time, counted from zero again.
-    pub(crate) fn take_refused(&self) -> u64 {
-        self.stripes
-            .iter()
-            .map(|stripe| stripe.refused.swap(0, Ordering::Relaxed))
-            .sum()
     }
 
     /// The calls admitted since the last time, counted from zero again.
