@@ -73,6 +73,7 @@ macro_rules! replay_tests {
 }
 
 replay_tests!(
+    admission,
     binlog_filter,
     binlog_reader,
     channelz,

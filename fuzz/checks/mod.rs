@@ -6,6 +6,7 @@
 //! and panics on any disagreement.
 #![allow(dead_code)]
 
+pub mod admission;
 pub mod binlog_filter;
 pub mod binlog_reader;
 pub mod channelz;
@@ -29,7 +30,8 @@ pub mod compression_support;
 pub type Check = fn(&[u8]);
 
 /// Every target: its name (the corpus directory) and its check.
-pub const TARGETS: [(&str, Check); 11] = [
+pub const TARGETS: [(&str, Check); 12] = [
+    ("admission", admission::check),
     ("binlog_filter", binlog_filter::check),
     ("binlog_reader", binlog_reader::check),
     ("channelz", channelz::check),

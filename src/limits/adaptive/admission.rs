@@ -253,7 +253,9 @@ impl Admission {
     /// the server admitted then (`active`: the tenants' summed weight), so
     /// that a quiet tenant's burst is not refused for a noisy one (the
     /// noisy tenant, over its share of both, is refused first); the calls
-    /// in flight stay within twice the limit.
+    /// in flight stay within twice the limit. During a probe (and in the
+    /// window after it) the server's admissions are those of the last
+    /// window before it.
     #[cold]
     fn light(&self, shares: &Places, active: u64, before: u32, limit: u32) -> bool {
         if u64::from(before) >= u64::from(limit) * 2 {
@@ -334,8 +336,13 @@ impl Admission {
         }
         self.samples.take(sums);
         let peak = self.peak.swap(self.in_flight(), Ordering::Relaxed);
-        self.last_admitted
-            .store(self.samples.take_admitted(), Ordering::Relaxed);
+        let admitted = self.samples.take_admitted();
+        // A probe window admits half as much: judged against it, a quiet
+        // tenant that kept its pace would seem heavy (see `light`). The
+        // admissions of the last window before the probe stand for it.
+        if !controller.is_probing() {
+            self.last_admitted.store(admitted, Ordering::Relaxed);
+        }
         self.window_index.fetch_add(1, Ordering::Relaxed);
         let limit = controller.update(
             Window {

@@ -267,7 +267,6 @@ impl Controller {
     }
 
     /// Whether a probe window is running.
-    #[cfg(test)]
     pub(crate) fn is_probing(&self) -> bool {
         self.probing.is_some()
     }
