@@ -236,6 +236,9 @@ fn interleaved_overhead() {
     const LOOPBACK_CALLS: u32 = 500;
     let runtime = runtime();
     let mut bare = loopback_client(&runtime, tower::layer::util::Identity::new());
+    // The floor: the same bare call on a server and connection of its own
+    // (each variant has its own), which differ by themselves.
+    let mut bare_again = loopback_client(&runtime, tower::layer::util::Identity::new());
     let mut retried = loopback_client(&runtime, with_policy());
     let runtime = &runtime;
     interleaved::print_overhead(
@@ -248,6 +251,18 @@ fn interleaved_overhead() {
                     runtime.block_on(async {
                         for _ in 0..LOOPBACK_CALLS {
                             echo(&mut bare).await;
+                        }
+                    });
+                    start.elapsed()
+                }),
+            ),
+            (
+                "bare Channel, another server (floor)",
+                Box::new(move || {
+                    let start = Instant::now();
+                    runtime.block_on(async {
+                        for _ in 0..LOOPBACK_CALLS {
+                            echo(&mut bare_again).await;
                         }
                     });
                     start.elapsed()

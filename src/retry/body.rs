@@ -344,6 +344,20 @@ where
             }
         }
     }
+
+    /// The end, once this attempt has sent every kept frame and the
+    /// source is done (or says it is): so that the transport ends the
+    /// stream with the last frame rather than with an empty one.
+    fn is_end_stream(&self) -> bool {
+        let state = self.call.lock();
+        if self.next < state.read || state.error.is_some() {
+            return false;
+        }
+        if state.ended {
+            return state.trailers.is_none() || self.trailers_sent;
+        }
+        state.source.as_ref().is_some_and(Body::is_end_stream)
+    }
 }
 
 /// A data frame attempt `attempt` read from the source (its next frame
