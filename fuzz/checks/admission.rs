@@ -93,11 +93,17 @@ pub fn check(data: &[u8]) {
     let choices: Vec<u8> = (0..calls).map(|_| input.byte()).collect();
     let answer = Answer {
         status: input.u16(),
-        header_code: (input.byte() % 2 == 0).then(|| input.until(0).to_vec()),
+        header_code: input
+            .byte()
+            .is_multiple_of(2)
+            .then(|| input.until(0).to_vec()),
         frames: (0..input.byte() % 4)
             .map(|_| Bytes::copy_from_slice(input.until(0)))
             .collect(),
-        trailer_code: (input.byte() % 2 == 0).then(|| input.until(0).to_vec()),
+        trailer_code: input
+            .byte()
+            .is_multiple_of(2)
+            .then(|| input.until(0).to_vec()),
     };
     let request_headers = headers(
         &mut input,
@@ -125,16 +131,15 @@ pub fn check(data: &[u8]) {
         // Read 0 to 6 frames of the answer; the body is dropped, or kept
         // open until the end (every other call), half read.
         let frames = (choice >> 2) % 7;
-        if let Ok(response) = now(server.call(request())) {
-            if index % 2 == 0 {
-                open.push(response);
-            } else {
-                read(response.into_body(), frames);
-            }
-        }
-        if let Ok(response) = now(client.call(request())) {
+        // Both layers answer every call (a refusal is a response).
+        let Ok(response) = now(server.call(request()));
+        if index % 2 == 0 {
+            open.push(response);
+        } else {
             read(response.into_body(), frames);
         }
+        let Ok(response) = now(client.call(request()));
+        read(response.into_body(), frames);
     }
     for response in open {
         read(response.into_body(), 8);
