@@ -38,7 +38,6 @@
 //!   the channel's calls at most
 //!   [`per_channel_buffer`](RetryLayer::per_channel_buffer) together if
 //!   set; past either, the call commits to its current attempt.
-//!
 //! - **Attempts seen**: each attempt carries a
 //!   [`CallAttempt`](crate::stats::CallAttempt) in its extensions; a
 //!   [`CombinedLayer::client`](crate::stats::CombinedLayer::client) below
