@@ -51,6 +51,7 @@ const FEATURES: &[(&str, bool)] = &[
     ("tenant", cfg!(feature = "tenant")),
     ("stats", cfg!(feature = "stats")),
     ("limits", cfg!(feature = "limits")),
+    ("retry", cfg!(feature = "retry")),
     ("arena", cfg!(feature = "arena")),
     ("bench-internals", cfg!(feature = "bench-internals")),
     ("zstd", cfg!(feature = "zstd")),
