@@ -180,6 +180,14 @@ fn answered_promptly_and_logged(load: &Load, address: SocketAddr, secrets: &[&st
 /// The breaker's two log lines for the Redis at `address`, once each, and
 /// no `secrets` in anything logged.
 fn check_log(address: &str, secrets: &[&str]) {
+    let (down, up, lines) = transitions(address);
+    assert_eq!((down, up), (1, 1), "one line per transition: {lines:#?}");
+    check_secrets(secrets);
+}
+
+/// The breaker's log lines for the Redis at `address`: how many said it
+/// went down, how many that it came back, and the lines.
+fn transitions(address: &str) -> (usize, usize, Vec<String>) {
     let lines = log::lines_with(&format!("redis={address}"));
     let down = lines
         .iter()
@@ -189,7 +197,11 @@ fn check_log(address: &str, secrets: &[&str]) {
         .iter()
         .filter(|line| line.contains("answers again"))
         .count();
-    assert_eq!((down, up), (1, 1), "one line per transition: {lines:#?}");
+    (down, up, lines)
+}
+
+/// No `secrets` in anything logged.
+fn check_secrets(secrets: &[&str]) {
     for line in log::all() {
         for secret in secrets {
             assert!(!line.contains(secret), "a password logged: {line}");
@@ -355,9 +367,30 @@ async fn a_rotated_password_on_a_cluster_is_an_outage_until_it_is_back() {
         );
     }
     recovery(&replica, Instant::now(), "the cluster's old password back").await;
-    answered_promptly_and_logged(
-        &load,
-        cluster.nodes[0].addr(),
-        &[OLD_PASSWORD, NEW_PASSWORD],
+    // `CLIENT KILL` is one node at a time: until the last node's clients
+    // are dropped, a connection to it (authenticated before the rotation)
+    // still answers, and the backend may be up for a moment between two
+    // kills (a real recovery, logged as such: seen once in 10 suite runs
+    // beside a CPU hog). What holds: every transition logged once, down
+    // and up in turn, and up at the end.
+    eprintln!("slowest call: {:?}", load.slowest());
+    assert!(
+        load.slowest() < CALL_BOUND,
+        "a call waited {:?}",
+        load.slowest()
     );
+    let (down, up, lines) = transitions(&cluster.nodes[0].addr().to_string());
+    assert!(
+        down >= 1 && down == up,
+        "one line per transition: {lines:#?}"
+    );
+    for (index, line) in lines.iter().enumerate() {
+        let word = if index % 2 == 0 {
+            "unavailable"
+        } else {
+            "answers again"
+        };
+        assert!(line.contains(word), "down and up in turn: {lines:#?}");
+    }
+    check_secrets(&[OLD_PASSWORD, NEW_PASSWORD]);
 }
