@@ -18,12 +18,9 @@
 //! `cargo run --example retry`
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use tonic::transport::Channel;
+use support::RoundRobin;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::limits::AdaptiveLimitLayer;
@@ -37,31 +34,6 @@ const CONFIG: &str = r#"{"methodConfig": [{
         "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#;
 
 const CALLS: usize = 6;
-
-/// Round robin over channels: each request (each attempt) to the next.
-#[derive(Clone)]
-struct RoundRobin {
-    channels: Vec<Channel>,
-    next: Arc<AtomicUsize>,
-}
-
-impl tower::Service<http::Request<tonic::body::Body>> for RoundRobin {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = tonic::transport::Error;
-    type Future = <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        for channel in &mut self.channels {
-            std::task::ready!(channel.poll_ready(cx))?;
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.channels.len();
-        self.channels[index].call(request)
-    }
-}
 
 /// A replica of the health service behind adaptive admission; `shedding`
 /// makes it refuse every call.
@@ -97,10 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .await?,
         );
     }
-    let round_robin = RoundRobin {
-        channels,
-        next: Arc::default(),
-    };
+    let round_robin = RoundRobin::new(channels);
     println!("3 replicas; replica 0 refuses every call (UNAVAILABLE + pushback)\n");
 
     println!("with RetryLayer:");

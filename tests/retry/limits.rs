@@ -5,13 +5,10 @@
 //! refuses (`AdaptiveLimitLayer`'s `UNAVAILABLE`) is admitted on the next.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
+use support::RoundRobin;
 use support::limits::grpc_go::{Attempts, serve_health};
-use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_hotpath::limits::{AdaptiveLimitLayer, Limits, Rate, TenantLimitLayer};
@@ -33,32 +30,6 @@ const SLOW_BACKOFF: &str = "30s";
 /// `interop/tenant-go`'s.
 const GO_PEER_BACKOFF: &str = "10s";
 
-/// Round robin over channels: each request (each attempt) to the next.
-#[derive(Clone)]
-struct RoundRobin {
-    channels: Vec<Channel>,
-    next: Arc<AtomicUsize>,
-}
-
-impl tower::Service<http::Request<tonic::body::Body>> for RoundRobin {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = tonic::transport::Error;
-    type Future = <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        // Every channel ready, so that whichever is next can be called.
-        for channel in &mut self.channels {
-            std::task::ready!(channel.poll_ready(cx))?;
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let index = self.next.fetch_add(1, Ordering::SeqCst) % self.channels.len();
-        self.channels[index].call(request)
-    }
-}
-
 async fn client(
     addrs: &[SocketAddr],
     backoff: &str,
@@ -67,10 +38,7 @@ async fn client(
     for addr in addrs {
         channels.push(support::connect(*addr).await);
     }
-    let round_robin = RoundRobin {
-        channels,
-        next: Arc::default(),
-    };
+    let round_robin = RoundRobin::new(channels);
     HealthClient::new(
         tower::ServiceBuilder::new()
             .layer(RetryLayer::from_service_config(&config(backoff)).unwrap())

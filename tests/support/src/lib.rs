@@ -45,6 +45,7 @@ pub mod otel;
 pub mod otel_harness;
 #[cfg(feature = "limits")]
 pub mod overload;
+mod round_robin;
 pub mod skip;
 pub mod stacks;
 #[cfg(feature = "stats")]
@@ -58,6 +59,7 @@ pub use echo::{
     Echo, EchoClient, EchoOverride, EchoRequest, EchoResponse, EchoServer, EchoService,
     ResponseStream, pb,
 };
+pub use round_robin::RoundRobin;
 
 /// Binds `127.0.0.1:0` and returns the bound address and the incoming
 /// connection stream to hand to `Server::serve_with_incoming`.
