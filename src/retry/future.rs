@@ -170,7 +170,9 @@ where
                 // Response headers: the call commits to this attempt.
                 None => {
                     self.body.commit(attempt);
-                    let throttle = self.throttle.clone();
+                    // The call is answered: its budget handle goes to the body
+                    // (no second count on the shared `Arc`).
+                    let throttle = self.throttle.take();
                     return Ok(Ok(response.map(|body| ResponseBody::new(body, throttle))));
                 }
                 Some(Code::Ok) => {
